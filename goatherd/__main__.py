@@ -1,0 +1,5 @@
+"""Allow ``python -m goatherd``."""
+
+from goatherd.cli import main
+
+raise SystemExit(main())
