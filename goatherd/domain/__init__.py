@@ -7,12 +7,21 @@ Each module declares its public names in ``__all__``; this package re-exports
 them all (add one import line per new module).
 """
 
-from goatherd.domain import canonical, contexts, errors, identity, records, workspace
+from goatherd.domain import (
+    canonical,
+    contexts,
+    errors,
+    identity,
+    records,
+    supervision,
+    workspace,
+)
 from goatherd.domain.canonical import *
 from goatherd.domain.contexts import *
 from goatherd.domain.errors import *
 from goatherd.domain.identity import *
 from goatherd.domain.records import *
+from goatherd.domain.supervision import *
 from goatherd.domain.workspace import *
 
 __all__ = []
@@ -21,4 +30,5 @@ __all__ += contexts.__all__
 __all__ += errors.__all__
 __all__ += identity.__all__
 __all__ += records.__all__
+__all__ += supervision.__all__
 __all__ += workspace.__all__
