@@ -52,6 +52,7 @@ from goatherd.domain import (
     DestructiveToolGuard,
     DestructiveToolRule,
     DomainError,
+    EffectEvent,
     ExternalAnchor,
     Fact,
     FactBody,
@@ -116,6 +117,12 @@ from goatherd.domain import (
     validate_witness_body,
     witness_body_digest,
 )
+from goatherd.infrastructure import (
+    DEFAULT_BUS_BUFFER_SIZE,
+    EffectBus,
+    Subscription,
+    SubscriptionClosedError,
+)
 
 __version__ = "0.1.0"
 
@@ -139,6 +146,7 @@ __all__ = [
     "Cut",
     "CutSpec",
     "DECLARATION",
+    "DEFAULT_BUS_BUFFER_SIZE",
     "DEFAULT_CONTAINMENT",
     "DEFAULT_SCHEMA_ENVIRONMENT",
     "DEFAULT_SUBSTRATE_REF",
@@ -147,6 +155,8 @@ __all__ = [
     "DestructiveToolGuard",
     "DestructiveToolRule",
     "DomainError",
+    "EffectBus",
+    "EffectEvent",
     "ExternalAnchor",
     "FRONTIER_KIND_LABEL",
     "FRONTIER_SCHEMA_REF",
@@ -187,6 +197,8 @@ __all__ = [
     "RetainedContextDraft",
     "SCOPE_ID_PREFIX",
     "StuckDetectionRule",
+    "Subscription",
+    "SubscriptionClosedError",
     "SupervisedEvent",
     "SupervisionRule",
     "TRUSTED_APPEND_CONTEXT",

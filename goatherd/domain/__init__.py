@@ -10,6 +10,7 @@ them all (add one import line per new module).
 from goatherd.domain import (
     canonical,
     contexts,
+    effects,
     errors,
     identity,
     records,
@@ -18,6 +19,7 @@ from goatherd.domain import (
 )
 from goatherd.domain.canonical import *
 from goatherd.domain.contexts import *
+from goatherd.domain.effects import *
 from goatherd.domain.errors import *
 from goatherd.domain.identity import *
 from goatherd.domain.records import *
@@ -27,6 +29,7 @@ from goatherd.domain.workspace import *
 __all__ = []
 __all__ += canonical.__all__
 __all__ += contexts.__all__
+__all__ += effects.__all__
 __all__ += errors.__all__
 __all__ += identity.__all__
 __all__ += records.__all__

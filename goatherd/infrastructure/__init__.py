@@ -3,4 +3,8 @@
 ``bootstrap.py`` is the only composition root.
 """
 
+from goatherd.infrastructure import bus
+from goatherd.infrastructure.bus import *
+
 __all__: list[str] = []
+__all__ += bus.__all__
