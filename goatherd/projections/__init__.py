@@ -2,6 +2,21 @@
 
 No SQL and no ``returns`` here; views are reached through abstract interfaces
 that infrastructure implements.
+
+Each module declares its public names in ``__all__``; this package re-exports
+them all (add one import line per new module).
 """
 
-__all__: list[str] = []
+from goatherd.projections import errors, execution, history, relations, schema_library
+from goatherd.projections.errors import *
+from goatherd.projections.execution import *
+from goatherd.projections.history import *
+from goatherd.projections.relations import *
+from goatherd.projections.schema_library import *
+
+__all__ = []
+__all__ += errors.__all__
+__all__ += execution.__all__
+__all__ += history.__all__
+__all__ += relations.__all__
+__all__ += schema_library.__all__
