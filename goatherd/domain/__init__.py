@@ -13,6 +13,7 @@ from goatherd.domain import (
     effects,
     errors,
     identity,
+    materialization,
     records,
     supervision,
     workspace,
@@ -22,6 +23,7 @@ from goatherd.domain.contexts import *
 from goatherd.domain.effects import *
 from goatherd.domain.errors import *
 from goatherd.domain.identity import *
+from goatherd.domain.materialization import *
 from goatherd.domain.records import *
 from goatherd.domain.supervision import *
 from goatherd.domain.workspace import *
@@ -32,6 +34,7 @@ __all__ += contexts.__all__
 __all__ += effects.__all__
 __all__ += errors.__all__
 __all__ += identity.__all__
+__all__ += materialization.__all__
 __all__ += records.__all__
 __all__ += supervision.__all__
 __all__ += workspace.__all__
