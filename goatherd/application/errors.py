@@ -1,0 +1,168 @@
+"""The application layer's exceptions for the sandbox seam and its backends.
+
+Hierarchy::
+
+    GoatherdError (domain)
+      SandboxError                     a sandbox operation failed (root of this module)
+        NoSandboxError                 a scope op ran on a pure-causal scope
+        UnsupportedError               the backend lacks the capability (also
+                                       ``NotImplementedError``)
+        UnknownSandboxBackendError     ``open_sandbox`` got an unregistered name
+        SandboxConfigError             a factory got a config it cannot use
+        WorkspaceEscapeError           a path leaves the workspace (also ``ValueError``)
+        InvalidWorkspaceStateError     a state from another backend or repository,
+                                       or a corrupt one (also ``ValueError``)
+        ApplyConflictError             a delta or settlement overlaps changed paths
+        GitError                       a git subprocess failed (carries git's stderr)
+        ContainmentError               a command could not be confined
+          ContainmentUnavailableError  the kernel cannot enforce the policy
+        ExecTimeoutError               a sandboxed command outran its timeout
+
+Every message names what was wrong. A failing operation leaves the workspace as
+it found it unless the docstring of the operation says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from goatherd.domain.errors import GoatherdError
+
+__all__ = [
+    "ApplyConflictError",
+    "ContainmentError",
+    "ContainmentUnavailableError",
+    "ExecTimeoutError",
+    "GitError",
+    "InvalidWorkspaceStateError",
+    "NoSandboxError",
+    "SandboxConfigError",
+    "SandboxError",
+    "UnknownSandboxBackendError",
+    "UnsupportedError",
+    "WorkspaceEscapeError",
+]
+
+
+class SandboxError(GoatherdError):
+    """A sandbox operation failed; the root of the sandbox seam's errors."""
+
+
+class NoSandboxError(SandboxError):
+    """Raised by a workspace operation on a scope created without a sandbox."""
+
+    def __init__(self, detail: str = "") -> None:
+        """Build ``scope has no sandbox`` with an optional detail."""
+        message = "scope has no sandbox"
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+
+class UnsupportedError(SandboxError, NotImplementedError):
+    """Raised when a backend does not implement a capability.
+
+    Attributes:
+        backend: the backend name.
+        operation: the method that is not supported (``exec``, ``read_file``).
+    """
+
+    def __init__(self, backend: str, operation: str, reason: str = "") -> None:
+        """Build ``sandbox capability not supported: <backend> <operation>``."""
+        message = f"sandbox capability not supported: {backend} {operation}"
+        super().__init__(f"{message} ({reason})" if reason else message)
+        self.backend = backend
+        self.operation = operation
+
+
+class UnknownSandboxBackendError(SandboxError, LookupError):
+    """Raised by ``open_sandbox`` for a name no backend registered.
+
+    Attributes:
+        backend: the requested name.
+        available: the registered names at lookup time, sorted.
+    """
+
+    def __init__(self, backend: str, available: Sequence[str]) -> None:
+        """Build ``unknown sandbox backend "<name>" (available: a, b)``."""
+        listed = ", ".join(available) if available else "none"
+        super().__init__(f'unknown sandbox backend "{backend}" (available: {listed})')
+        self.backend = backend
+        self.available = tuple(available)
+
+
+class SandboxConfigError(SandboxError, TypeError):
+    """Raised when a backend factory gets a config it cannot use."""
+
+
+class WorkspaceEscapeError(SandboxError, ValueError):
+    """Raised for a path that would leave the workspace.
+
+    Attributes:
+        path: the offending path as given (``..``, absolute, NUL, or a symlink
+            resolving outside the workspace).
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        """Name the ``path`` and why it escapes."""
+        super().__init__(f"path {path!r} escapes the workspace: {reason}")
+        self.path = path
+
+
+class InvalidWorkspaceStateError(SandboxError, ValueError):
+    """Raised before anything is touched for a state this sandbox cannot apply.
+
+    A state from another backend, from another repository (its objects are
+    missing), or with corrupt data.
+    """
+
+
+class ApplyConflictError(SandboxError):
+    """Raised when a delta (or a settled output) changes paths that also moved.
+
+    The workspace is left untouched and nothing is consumed.
+
+    Attributes:
+        paths: the conflicting paths, sorted.
+    """
+
+    def __init__(self, paths: Sequence[str], detail: str = "") -> None:
+        """Build ``apply conflict: <detail>: a, b``."""
+        listed = ", ".join(paths)
+        prefix = f"apply conflict: {detail}" if detail else "apply conflict"
+        super().__init__(f"{prefix}: {listed}")
+        self.paths = tuple(paths)
+
+
+class GitError(SandboxError):
+    """Raised when a git subprocess fails or times out.
+
+    Attributes:
+        git_args: the git arguments (without the ``git`` binary).
+        stderr: git's own message, stripped.
+        returncode: the exit status, or ``None`` after a timeout.
+    """
+
+    def __init__(
+        self, git_args: Sequence[str], stderr: str, returncode: int | None
+    ) -> None:
+        """Name the command, its status and git's message."""
+        command = "git " + " ".join(git_args)
+        status = "timed out" if returncode is None else f"exited {returncode}"
+        super().__init__(f"{command}: {status}: {stderr.strip() or '(no message)'}")
+        self.git_args = tuple(git_args)
+        self.stderr = stderr.strip()
+        self.returncode = returncode
+
+
+class ContainmentError(SandboxError):
+    """Raised when a command could not be launched confined; it did not run."""
+
+
+class ContainmentUnavailableError(ContainmentError):
+    """Raised when the platform cannot enforce the requested containment.
+
+    Fail-closed: the command is refused, never run unconfined.
+    """
+
+
+class ExecTimeoutError(SandboxError, TimeoutError):
+    """Raised when a sandboxed command outran its timeout; it was killed."""

@@ -1,0 +1,58 @@
+"""The sandbox backend registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from goatherd.application import (
+    DIFF_TRUNCATED_MARKER,
+    SandboxConfigError,
+    UnknownSandboxBackendError,
+    truncate_diff,
+)
+from goatherd.infrastructure.sandbox import (
+    MemorySandbox,
+    open_sandbox,
+    register_sandbox,
+    sandbox_backends,
+)
+
+
+def test_the_builtin_backends_are_registered_and_sorted() -> None:
+    names = sandbox_backends()
+    assert "memory" in names
+    assert names == sorted(names)
+
+
+def test_an_unknown_backend_fails_listing_what_is_registered() -> None:
+    with pytest.raises(UnknownSandboxBackendError) as caught:
+        open_sandbox("podman", None)
+    listed = ", ".join(sandbox_backends())
+    assert (
+        str(caught.value) == f'unknown sandbox backend "podman" (available: {listed})'
+    )
+    assert caught.value.backend == "podman"
+    assert caught.value.available == tuple(sandbox_backends())
+
+
+def test_registration_refuses_an_empty_name_a_missing_factory_and_a_duplicate() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        register_sandbox("", lambda cfg: MemorySandbox())
+    with pytest.raises(ValueError, match="no factory"):
+        register_sandbox("nothing-here", None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="twice"):
+        register_sandbox("memory", lambda cfg: MemorySandbox())
+    assert "nothing-here" not in sandbox_backends()
+
+
+def test_a_factory_returning_none_is_reported_as_misconfigured() -> None:
+    register_sandbox("test-returns-none", lambda cfg: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(SandboxConfigError, match="misconfigured factory"):
+        open_sandbox("test-returns-none", None)
+
+
+def test_truncate_diff_keeps_the_first_lines_and_marks_the_cut() -> None:
+    diff = "a\nb\nc\n"
+    assert truncate_diff(diff, 0) == diff
+    assert truncate_diff(diff, 3) == diff
+    assert truncate_diff(diff, 2) == f"a\nb\n{DIFF_TRUNCATED_MARKER}"
