@@ -9,32 +9,53 @@ them all (add one import line per new module).
 
 from goatherd.domain import (
     canonical,
+    checkpoint,
     contexts,
     effects,
     errors,
     identity,
     materialization,
+    merge_gate,
     records,
+    retained_output,
+    runtime_errors,
+    scope,
+    settlement,
     supervision,
+    trace_aggregate,
     workspace,
 )
 from goatherd.domain.canonical import *
+from goatherd.domain.checkpoint import *
 from goatherd.domain.contexts import *
 from goatherd.domain.effects import *
 from goatherd.domain.errors import *
 from goatherd.domain.identity import *
 from goatherd.domain.materialization import *
+from goatherd.domain.merge_gate import *
 from goatherd.domain.records import *
+from goatherd.domain.retained_output import *
+from goatherd.domain.runtime_errors import *
+from goatherd.domain.scope import *
+from goatherd.domain.settlement import *
 from goatherd.domain.supervision import *
+from goatherd.domain.trace_aggregate import *
 from goatherd.domain.workspace import *
 
 __all__ = []
 __all__ += canonical.__all__
+__all__ += checkpoint.__all__
 __all__ += contexts.__all__
 __all__ += effects.__all__
 __all__ += errors.__all__
 __all__ += identity.__all__
 __all__ += materialization.__all__
+__all__ += merge_gate.__all__
 __all__ += records.__all__
+__all__ += retained_output.__all__
+__all__ += runtime_errors.__all__
+__all__ += scope.__all__
+__all__ += settlement.__all__
 __all__ += supervision.__all__
+__all__ += trace_aggregate.__all__
 __all__ += workspace.__all__

@@ -1,0 +1,229 @@
+"""The runtime's broken rules: scopes, checkpoints, the merge gate and settlement.
+
+Hierarchy (all under :class:`~goatherd.domain.errors.DomainError`)::
+
+    RuntimeRuleError                 base of every runtime rule failure
+      ScopeNotFoundError             unknown scope id ("scope X not found")
+      ScopeExistsError               create/fork onto a scope that exists
+      ScopeStateError                a lifecycle state forbids the operation
+      NotAChildError                 merge/discard of a scope that is not a child
+      RootScopeError                 merge/discard/settle needs a parent
+      NoBaselineError                propose/seal without a fork baseline
+      CheckpointNotFoundError        unknown checkpoint id
+      CheckpointNotRestorableError   the checkpoint is used or invalid
+      CheckpointScopeMismatchError   restore on another scope's checkpoint
+      SnapshotTooLargeError          a snapshot over the store's blob limit
+      OutputNotFoundError            unknown retained output id
+      OutputConsumedError            the seed's ErrOutputConsumed
+      UnknownSettlementActionError   settle with a verb that does not exist
+      ParentMovedError               select with the parent off its baseline
+      SettleEffectLandedError        the seed's ErrSettleEffectLanded
+      SupervisorDeniedError          a merge reviewer denied (in ``merge_gate``)
+
+The seed's ``ErrApplyConflict`` is the sandbox seam's ``ApplyConflictError``
+(application layer); settlement raises it with the settle's detail. Messages
+keep the seed's wording so they stay recognisable.
+"""
+
+from __future__ import annotations
+
+from goatherd.domain.errors import DomainError
+
+__all__ = [
+    "CheckpointNotFoundError",
+    "CheckpointNotRestorableError",
+    "CheckpointScopeMismatchError",
+    "NoBaselineError",
+    "NotAChildError",
+    "OutputConsumedError",
+    "OutputNotFoundError",
+    "ParentMovedError",
+    "RootScopeError",
+    "RuntimeRuleError",
+    "ScopeExistsError",
+    "ScopeNotFoundError",
+    "ScopeStateError",
+    "SettleEffectLandedError",
+    "SnapshotTooLargeError",
+    "UnknownSettlementActionError",
+]
+
+
+class RuntimeRuleError(DomainError):
+    """Base of the runtime's rule failures (expected failures, never bugs)."""
+
+
+class ScopeNotFoundError(RuntimeRuleError, LookupError):
+    """Raised when a scope id names no known scope."""
+
+    def __init__(self, scope_id: str) -> None:
+        """Name the unknown ``scope_id``."""
+        super().__init__(f"scope {scope_id} not found")
+        self.scope_id = scope_id
+
+
+class ScopeExistsError(RuntimeRuleError):
+    """Raised when create or fork targets an owner that already has a scope."""
+
+    def __init__(self, scope_id: str) -> None:
+        """Name the existing ``scope_id``."""
+        super().__init__(f"scope {scope_id} already exists")
+        self.scope_id = scope_id
+
+
+class ScopeStateError(RuntimeRuleError):
+    """Raised when a scope's lifecycle state forbids an operation.
+
+    Attributes:
+        scope_id: the scope in the wrong state.
+        state: its state.
+    """
+
+    def __init__(self, message: str, scope_id: str, state: str) -> None:
+        """Keep the seed's ``message`` and the ids involved."""
+        super().__init__(message)
+        self.scope_id = scope_id
+        self.state = state
+
+
+class NotAChildError(RuntimeRuleError):
+    """Raised when merge or discard names a scope that is not the parent's child."""
+
+    def __init__(self, child_id: str, parent_id: str) -> None:
+        """Name both scopes."""
+        super().__init__(f"scope {child_id} is not a child of {parent_id}")
+        self.child_id = child_id
+        self.parent_id = parent_id
+
+
+class RootScopeError(RuntimeRuleError):
+    """Raised when an operation needs a parent and the scope is a root."""
+
+    def __init__(self, scope_id: str, message: str = "") -> None:
+        """Name the root scope."""
+        super().__init__(message or f"scope {scope_id} has no parent (root scope)")
+        self.scope_id = scope_id
+
+
+class NoBaselineError(RuntimeRuleError):
+    """Raised when proposing or sealing a scope that has no fork baseline."""
+
+    def __init__(self, scope_id: str, purpose: str) -> None:
+        """Name the scope and what the baseline was needed for."""
+        super().__init__(
+            f"scope {scope_id} has no fork baseline: it was forked from a parent"
+            f" without a sandbox, so there is no {purpose}"
+        )
+        self.scope_id = scope_id
+
+
+class CheckpointNotFoundError(RuntimeRuleError, LookupError):
+    """Raised when a checkpoint id names no known checkpoint."""
+
+    def __init__(self, checkpoint_id: str) -> None:
+        """Name the unknown checkpoint."""
+        super().__init__(f"checkpoint {checkpoint_id} not found")
+        self.checkpoint_id = checkpoint_id
+
+
+class CheckpointNotRestorableError(RuntimeRuleError):
+    """Raised when restoring a checkpoint that is ``used`` or ``invalid``."""
+
+    def __init__(self, checkpoint_id: str, state: str) -> None:
+        """Name the checkpoint and its state."""
+        super().__init__(f"checkpoint {checkpoint_id} is {state}, cannot restore")
+        self.checkpoint_id = checkpoint_id
+        self.state = state
+
+
+class CheckpointScopeMismatchError(RuntimeRuleError):
+    """Raised when a checkpoint is restored on a scope it does not belong to."""
+
+    def __init__(self, checkpoint_id: str, owner_scope: str, scope_id: str) -> None:
+        """Name the checkpoint, its scope and the scope asked."""
+        super().__init__(
+            f"checkpoint {checkpoint_id} belongs to scope {owner_scope}, not {scope_id}"
+        )
+        self.checkpoint_id = checkpoint_id
+
+
+class SnapshotTooLargeError(RuntimeRuleError, ValueError):
+    """Raised when a checkpoint snapshot exceeds the store's blob limit."""
+
+    def __init__(self, checkpoint_id: str, size: int, limit: int) -> None:
+        """Name the checkpoint, the snapshot size and the limit."""
+        super().__init__(
+            f"checkpoint {checkpoint_id}: snapshot is {size} bytes, over the store's"
+            f" {limit}-byte checkpoint blob limit; store large state externally and"
+            " pass a reference instead"
+        )
+        self.checkpoint_id = checkpoint_id
+        self.size = size
+        self.limit = limit
+
+
+class OutputNotFoundError(RuntimeRuleError, LookupError):
+    """Raised when an output id names no retained output."""
+
+    def __init__(self, output_id: str) -> None:
+        """Name the unknown output."""
+        super().__init__(f"retained output {output_id} not found")
+        self.output_id = output_id
+
+
+class OutputConsumedError(RuntimeRuleError):
+    """The seed's ``ErrOutputConsumed``: the output was already settled.
+
+    Settlement is consume-once; every action is terminal.
+    """
+
+    SENTINEL = "retained output already settled"
+
+    def __init__(self, output_id: str, state: str) -> None:
+        """Name the output and the state that consumed it."""
+        super().__init__(f"output {output_id} is {state}: {self.SENTINEL}")
+        self.output_id = output_id
+        self.state = state
+
+
+class UnknownSettlementActionError(RuntimeRuleError, ValueError):
+    """Raised for a settlement verb that does not exist; nothing is consumed."""
+
+    def __init__(self, action: str) -> None:
+        """Name the unknown verb."""
+        super().__init__(f'unknown settlement action "{action}"')
+        self.action = action
+
+
+class ParentMovedError(RuntimeRuleError):
+    """Raised when select finds the parent off the fork baseline; nothing consumed."""
+
+    def __init__(self, output_id: str) -> None:
+        """Name the output."""
+        super().__init__(
+            f"settle {output_id} (select): parent workspace has moved since the"
+            " fork baseline; use SettleApply"
+        )
+        self.output_id = output_id
+
+
+class SettleEffectLandedError(RuntimeRuleError):
+    """The seed's ``ErrSettleEffectLanded``: the work stands, the merge did not.
+
+    The workspace effect landed on the parent but the causal merge failed. Do
+    not retry blindly; end the output with ``ending`` (release always works,
+    discard only while the child is still active). The output stays unconsumed.
+    """
+
+    SENTINEL = "settle effect landed"
+
+    def __init__(self, output_id: str, action: str, ending: str, cause: str) -> None:
+        """Name the output, the verb, the ending still allowed and the cause."""
+        super().__init__(
+            f"settle {output_id} ({action}): {self.SENTINEL}: the work stands on the"
+            f" parent but the merge failed ({cause}); end the output with {ending}"
+        )
+        self.output_id = output_id
+        self.action = action
+        self.ending = ending
+        self.cause = cause
