@@ -88,7 +88,8 @@ def test_seal_freezes_state_baseline_and_changes():
     sealed = out.pending_events[0]
     assert sealed.payload()["changes"] == [{"path": "a", "kind": "modify"}]
     assert sealed.payload()["baseline_digest"] == BASE.digest()
-    assert out.workspace == SEALED and out.baseline == BASE
+    assert out.workspace == SEALED
+    assert out.baseline == BASE
     assert out.sealed_record_id == sealed.record_id
     assert child.is_active
 

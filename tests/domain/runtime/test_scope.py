@@ -82,7 +82,9 @@ def test_an_isolated_fork_records_backend_and_path():
         "sandbox_backend": "git",
         "sandbox_path": "/w/c",
     }
-    assert child.isolated and child.sandbox_path == "/w/c" and child.baseline is None
+    assert child.isolated
+    assert child.sandbox_path == "/w/c"
+    assert child.baseline is None
 
 
 def test_the_record_id_is_the_kernel_digest_under_the_runtime_witness():
@@ -99,7 +101,7 @@ def test_the_record_id_is_the_kernel_digest_under_the_runtime_witness():
 
 
 def test_forking_onto_an_owner_with_records_is_rejected():
-    parent, child = forked_pair()
+    _parent, child = forked_pair()
     other = ScopeAggregate.bare("agent:other")
     with pytest.raises(ScopeExistsError, match="scope scope:agent:exp already exists"):
         other.fork(child, baseline=None)
@@ -129,7 +131,7 @@ def test_merge_cites_the_fork_point_and_marks_the_child_merged():
 
 
 def test_merging_a_non_child_is_rejected():
-    parent, child = forked_pair()
+    _parent, child = forked_pair()
     stranger = ScopeAggregate.bare("agent:stranger")
     with pytest.raises(NotAChildError, match="is not a child of scope:agent:stranger"):
         stranger.merge(child)
@@ -144,7 +146,7 @@ def test_discard_after_merge_is_rejected():
 
 
 def test_halt_discards_is_idempotent_and_refuses_a_merged_scope():
-    parent, child = forked_pair()
+    parent, _child = forked_pair()
     assert parent.halt() is not None
     assert parent.state is ScopeState.DISCARDED
     assert parent.halt() is None
