@@ -243,13 +243,18 @@ class TraceAggregate(BaseAggregate[str]):
         """Compare state and version; pending (unsaved) events do not count."""
         if type(self) is not type(other):
             return False
-        return self.state_dict() == other.state_dict()  # type: ignore[attr-defined]
+        assert isinstance(other, TraceAggregate)
+        return self.state_dict() == other.state_dict()
 
     __hash__ = None  # type: ignore[assignment]
 
     def state_dict(self) -> dict[str, object]:
         """Return the folded state (id, version and fields; no pending events)."""
         return {k: v for k, v in vars(self).items() if k != "_pending_events"}
+
+    def pending(self) -> list[TraceEvent]:
+        """Return the unsaved events, typed (the library types them loosely)."""
+        return [e for e in self.pending_events if isinstance(e, TraceEvent)]
 
     @property
     def head(self) -> int:

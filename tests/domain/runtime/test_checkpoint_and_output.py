@@ -47,12 +47,12 @@ def test_a_checkpoint_is_placed_on_its_scope_and_restored_once():
         "state_digest": BASE.digest(),
         "has_snapshot": True,
     }
-    assert scope.pending_events[0].record_id == created.record_id
+    assert scope.pending()[0].record_id == created.record_id
     cp.restore(scope)
     assert cp.state is CheckpointState.USED
     with pytest.raises(CheckpointNotRestorableError, match="is used, cannot restore"):
         cp.restore(scope)
-    assert CheckpointAggregate.fold(None, cp.pending_events) == cp
+    assert CheckpointAggregate.fold(None, cp.pending()) == cp
 
 
 def test_a_checkpoint_cannot_be_restored_on_another_scope():
@@ -85,7 +85,7 @@ def sealed_output() -> tuple[ScopeAggregate, RetainedOutputAggregate]:
 
 def test_seal_freezes_state_baseline_and_changes():
     child, out = sealed_output()
-    sealed = out.pending_events[0]
+    sealed = out.pending()[0]
     assert sealed.payload()["changes"] == [{"path": "a", "kind": "modify"}]
     assert sealed.payload()["baseline_digest"] == BASE.digest()
     assert out.workspace == SEALED
@@ -112,4 +112,4 @@ def test_an_output_settles_once_citing_its_seal():
     assert out.state is OutputState.RELEASED
     with pytest.raises(OutputConsumedError, match="retained output already settled"):
         out.settle(child, SettlementAction.SELECT)
-    assert RetainedOutputAggregate.fold(None, out.pending_events) == out
+    assert RetainedOutputAggregate.fold(None, out.pending()) == out

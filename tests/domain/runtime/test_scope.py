@@ -22,7 +22,7 @@ BASE = WorkspaceState(backend="memory", revision="r1", data={"files": {}})
 
 def fold(agg: ScopeAggregate) -> ScopeAggregate:
     """Rebuild an aggregate from the events it emitted so far (replay)."""
-    events = list(agg.pending_events)
+    events = list(agg.pending())
     rebuilt = ScopeAggregate.fold(None, events)
     assert rebuilt is not None
     return rebuilt
@@ -46,8 +46,8 @@ def test_a_bare_scope_is_an_active_root_with_no_records():
 
 def test_a_fork_is_one_record_placed_on_the_parent_and_the_child():
     parent, child = forked_pair()
-    (on_parent,) = parent.pending_events
-    (on_child,) = child.pending_events
+    (on_parent,) = parent.pending()
+    (on_child,) = child.pending()
     assert isinstance(on_parent, ScopeForked)
     assert on_parent.record_id == on_child.record_id
     assert (on_parent.originator_id, on_parent.originator_version) == ("agent:main", 0)
@@ -60,7 +60,7 @@ def test_a_fork_is_one_record_placed_on_the_parent_and_the_child():
 
 def test_the_fork_payload_carries_the_seed_keys_and_omits_absent_ones():
     parent, _ = forked_pair()
-    payload = parent.pending_events[0].payload()
+    payload = parent.pending()[0].payload()
     assert payload == {
         "child_owner": "agent:exp",
         "parent_owner": "agent:main",
@@ -89,7 +89,7 @@ def test_an_isolated_fork_records_backend_and_path():
 
 def test_the_record_id_is_the_kernel_digest_under_the_runtime_witness():
     parent, _ = forked_pair()
-    event = parent.pending_events[0]
+    event = parent.pending()[0]
     expected = record_digest(
         "goatherd.scope.forked.v1",
         "declaration",
@@ -110,12 +110,12 @@ def test_forking_onto_an_owner_with_records_is_rejected():
 def test_forking_a_terminal_scope_is_rejected_and_records_nothing():
     parent, child = forked_pair()
     parent.merge(child)
-    before = list(child.pending_events)
+    before = list(child.pending())
     with pytest.raises(
         ScopeStateError, match="cannot fork scope scope:agent:exp in state merged"
     ):
         child.fork(ScopeAggregate.bare("g"), baseline=None)
-    assert child.pending_events == before
+    assert child.pending() == before
 
 
 def test_merge_cites_the_fork_point_and_marks_the_child_merged():
