@@ -4,11 +4,18 @@
 """
 
 from goatherd.infrastructure import bus, sandbox, substrates
+from goatherd.infrastructure import projection_runner, projection_views, traceui
 from goatherd.infrastructure.bus import *
+from goatherd.infrastructure.projection_runner import *
+from goatherd.infrastructure.projection_views import *
 from goatherd.infrastructure.sandbox import *
 from goatherd.infrastructure.substrates import *
+from goatherd.infrastructure.traceui import *
 
 __all__: list[str] = []
 __all__ += bus.__all__
+__all__ += projection_runner.__all__
+__all__ += projection_views.__all__
 __all__ += sandbox.__all__
 __all__ += substrates.__all__
+__all__ += traceui.__all__
