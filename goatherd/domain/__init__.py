@@ -14,6 +14,7 @@ from goatherd.domain import (
     effects,
     errors,
     identity,
+    log,
     materialization,
     merge_gate,
     records,
@@ -21,6 +22,7 @@ from goatherd.domain import (
     runtime_errors,
     scope,
     settlement,
+    store,
     supervision,
     trace_aggregate,
     workspace,
@@ -31,6 +33,7 @@ from goatherd.domain.contexts import *
 from goatherd.domain.effects import *
 from goatherd.domain.errors import *
 from goatherd.domain.identity import *
+from goatherd.domain.log import *
 from goatherd.domain.materialization import *
 from goatherd.domain.merge_gate import *
 from goatherd.domain.records import *
@@ -38,6 +41,7 @@ from goatherd.domain.retained_output import *
 from goatherd.domain.runtime_errors import *
 from goatherd.domain.scope import *
 from goatherd.domain.settlement import *
+from goatherd.domain.store import *
 from goatherd.domain.supervision import *
 from goatherd.domain.trace_aggregate import *
 from goatherd.domain.workspace import *
@@ -49,6 +53,7 @@ __all__ += contexts.__all__
 __all__ += effects.__all__
 __all__ += errors.__all__
 __all__ += identity.__all__
+__all__ += log.__all__
 __all__ += materialization.__all__
 __all__ += merge_gate.__all__
 __all__ += records.__all__
@@ -56,6 +61,7 @@ __all__ += retained_output.__all__
 __all__ += runtime_errors.__all__
 __all__ += scope.__all__
 __all__ += settlement.__all__
+__all__ += store.__all__
 __all__ += supervision.__all__
 __all__ += trace_aggregate.__all__
 __all__ += workspace.__all__

@@ -9,21 +9,47 @@ Hierarchy::
           CanonicalValueError        ... because of a value (also a ``ValueError``)
         RecordInputError             a record/witness canonical input breaks an ABI rule
                                      (also a ``ValueError``)
+        BatchShapeError              an append batch or cut spec has a bad shape
+                                     (also a ``ValueError``)
+        ReadRequestError             a read names an unknown mode filter, visibility
+                                     profile or closure policy (also a ``ValueError``)
+        TraceStoreError              a trace-store law was broken (a ``RuntimeError``)
+          UnknownFactError           an unknown record, parent or path entry
+          UnknownFrontierError       an unknown frontier (cut) id
+          AppendIntentConflictError  an intent replayed with different content
+          OrdinalConflictError       an owner head moved (optimistic concurrency)
+          CheckpointBlobTooLargeError  a checkpoint snapshot over the store's limit
+          ReadOnlyStoreError         a write on a read-only store
+          NotATraceStoreError        a missing, empty, corrupt or foreign database
 
-Other layers define their own roots (``TraceStoreError`` in the store,
-application failures as values) and derive from :class:`GoatherdError` so a
-caller can catch everything goatherd raises deliberately with one clause.
+The store's errors live here, in the domain, so that every layer can catch them
+without importing the infrastructure. Their messages are the reference's
+messages (kernel-spec section 15). Other layers derive their own roots from
+:class:`GoatherdError` so a caller can catch everything goatherd raises
+deliberately with one clause.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AppendIntentConflict",
+    "AppendIntentConflictError",
+    "BatchShapeError",
     "CanonicalEncodingError",
     "CanonicalTypeError",
     "CanonicalValueError",
+    "CheckpointBlobTooLargeError",
     "DomainError",
     "GoatherdError",
+    "NotATraceStoreError",
+    "OrdinalConflictError",
+    "ReadOnlyStoreError",
+    "ReadRequestError",
     "RecordInputError",
+    "TraceStoreError",
+    "UnknownFact",
+    "UnknownFactError",
+    "UnknownFrontierError",
 ]
 
 
@@ -64,3 +90,101 @@ class RecordInputError(DomainError, ValueError):
     The message is the reference's message (for example ``schema_ref is
     required``), so it stays recognisable across implementations.
     """
+
+
+class BatchShapeError(DomainError, ValueError):
+    """Raised when an append batch or a cut spec has a bad shape.
+
+    Examples: an empty intent id, a non-atomic batch, an empty owner, an
+    unknown mode, a duplicate append-local id or causal parent, an empty
+    schema ref, a group targeting the witness owner path. The message is the
+    reference's message.
+    """
+
+
+class ReadRequestError(DomainError, ValueError):
+    """Raised when a read names an unknown mode filter, profile or closure policy."""
+
+
+class TraceStoreError(DomainError, RuntimeError):
+    """Raised when a trace-store law is broken (the reference's base store error).
+
+    Examples: a wrong operation context, an untrusted write, an unknown context
+    id or local causal ref, a record or witness id clash, a corrupt row, a
+    tampered frontier index.
+    """
+
+
+class UnknownFactError(TraceStoreError):
+    """Raised for an unknown record id, causal parent or path entry."""
+
+
+class UnknownFrontierError(TraceStoreError):
+    """Raised by ``read_owner_cutoff`` for a frontier id with no index row.
+
+    Attributes:
+        frontier_id: the id that was looked up.
+    """
+
+    def __init__(self, frontier_id: str) -> None:
+        """Name the unknown ``frontier_id``."""
+        super().__init__(f"unknown frontier id: {frontier_id}")
+        self.frontier_id = frontier_id
+
+
+class AppendIntentConflictError(TraceStoreError):
+    """Raised when an append or materialize intent is replayed with other content."""
+
+
+class OrdinalConflictError(TraceStoreError):
+    """Raised when an owner's stored head differs from the caller's expectation.
+
+    Retryable: reload the owner and decide again. Nothing was written.
+
+    Attributes:
+        owner: the owner path.
+        expected: the next ordinal the caller expected.
+        actual: the owner's stored next ordinal.
+    """
+
+    def __init__(self, owner: str, expected: int, actual: int) -> None:
+        """Name the ``owner`` and both heads."""
+        super().__init__(
+            f"owner {owner!r} is at next ordinal {actual}, expected {expected}"
+        )
+        self.owner = owner
+        self.expected = expected
+        self.actual = actual
+
+
+class CheckpointBlobTooLargeError(TraceStoreError):
+    """Raised when a checkpoint snapshot exceeds the store's blob limit.
+
+    Attributes:
+        checkpoint_id: the checkpoint whose snapshot was refused.
+        size: the snapshot's size in bytes.
+        limit: the store's limit in bytes.
+    """
+
+    def __init__(self, checkpoint_id: str, size: int, limit: int) -> None:
+        """Name the checkpoint, its size and the limit."""
+        super().__init__(
+            f"checkpoint {checkpoint_id}: snapshot is {size} bytes, over the "
+            f"store's {limit}-byte checkpoint blob limit; store large state "
+            "externally and pass a reference instead"
+        )
+        self.checkpoint_id = checkpoint_id
+        self.size = size
+        self.limit = limit
+
+
+class ReadOnlyStoreError(TraceStoreError):
+    """Raised by every write method of a store opened read-only."""
+
+
+class NotATraceStoreError(TraceStoreError):
+    """Raised when a database is missing, empty, corrupt or not a trace store."""
+
+
+UnknownFact = UnknownFactError
+AppendIntentConflict = AppendIntentConflictError

@@ -5,10 +5,12 @@
 
 from goatherd.infrastructure import bus, sandbox, substrates
 from goatherd.infrastructure import projection_runner, projection_views, traceui
+from goatherd.infrastructure import store
 from goatherd.infrastructure.bus import *
 from goatherd.infrastructure.projection_runner import *
 from goatherd.infrastructure.projection_views import *
 from goatherd.infrastructure.sandbox import *
+from goatherd.infrastructure.store import *
 from goatherd.infrastructure.substrates import *
 from goatherd.infrastructure.traceui import *
 
@@ -17,5 +19,6 @@ __all__ += bus.__all__
 __all__ += projection_runner.__all__
 __all__ += projection_views.__all__
 __all__ += sandbox.__all__
+__all__ += store.__all__
 __all__ += substrates.__all__
 __all__ += traceui.__all__

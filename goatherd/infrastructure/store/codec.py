@@ -1,0 +1,154 @@
+"""Encode and decode the store's JSON columns (the storage flavour, kernel-spec 2.3).
+
+Stored JSON is the ASCII-escaping storage flavour: ``records.body_json`` is
+``{"payload": ...}``, ``caused_by_json`` the parent array, the context ref
+columns arrays, ``receipt_json`` the serialized receipt. Decoding checks the
+reference's decode-time integrity rules and raises ``TraceStoreError`` with its
+messages on a corrupt row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from goatherd.domain.canonical import canonical_json_ascii_bytes
+from goatherd.domain.errors import TraceStoreError
+from goatherd.domain.records import (
+    AppendReceipt,
+    RecordBody,
+    RecordEnvelope,
+    RetainedContext,
+)
+
+__all__ = [
+    "decode_context",
+    "decode_receipt",
+    "decode_record",
+    "encode_receipt",
+    "encode_refs",
+    "storage_json",
+]
+
+
+def storage_json(value: object, *, root: str = "value") -> str:
+    """Return the storage-flavour JSON text of ``value``."""
+    return canonical_json_ascii_bytes(value, root=root).decode("ascii")
+
+
+def decode_record(
+    record_id: str,
+    digest: str,
+    schema_ref: str,
+    mode: str,
+    witness_ref: str,
+    caused_by_json: str,
+    body_json: str,
+) -> tuple[RecordEnvelope, RecordBody]:
+    """Decode one ``records`` row into its envelope and body.
+
+    Raises:
+        TraceStoreError: a corrupt row (the reference's decode-time checks).
+    """
+    if record_id != digest:
+        raise TraceStoreError("record_id must equal digest")
+    parents = _loads(caused_by_json, "caused_by_json")
+    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+        raise TraceStoreError("caused_by_json must decode to a list")
+    body = _loads(body_json, "body_json")
+    if not isinstance(body, dict):
+        raise TraceStoreError("body_json must decode to an object")
+    payload = body.get("payload", body.get("body", {}))
+    if not isinstance(payload, dict):
+        raise TraceStoreError("record payload must decode to an object")
+    envelope = RecordEnvelope(
+        record_id=record_id,
+        digest=digest,
+        schema_ref=schema_ref,
+        mode=mode,
+        witness_ref=witness_ref,
+        caused_by_record_ids=tuple(parents),
+    )
+    return envelope, RecordBody(payload=payload)
+
+
+def decode_context(row: Mapping[Any, Any]) -> RetainedContext:
+    """Decode one ``contexts`` row.
+
+    Raises:
+        TraceStoreError: a ref column that does not decode to a list of strings.
+    """
+    return RetainedContext(
+        context_id=row["context_id"],
+        active_binding_refs=_refs(row["active_binding_refs_json"]),
+        capability_witness_refs=_refs(row["capability_witness_refs_json"]),
+        semantic_environment_refs=_refs(row["semantic_environment_refs_json"]),
+        visibility_policy_refs=_refs(row["visibility_policy_refs_json"]),
+        substrate_ref=row["substrate_ref"],
+        containment=row["containment"],
+    )
+
+
+def encode_receipt(receipt: AppendReceipt) -> str:
+    """Return the stored form of a receipt (kernel-spec 5.7)."""
+    return storage_json(
+        {
+            "append_intent_id": receipt.append_intent_id,
+            "fact_ids": list(receipt.fact_ids),
+            "commit_receipts": list(receipt.commit_receipts),
+            "owner_ordinal_ranges": {
+                owner: [first, last]
+                for owner, (first, last) in receipt.owner_ordinal_ranges.items()
+            },
+            "causal_edges": [list(edge) for edge in receipt.causal_edges],
+            "context_receipts": list(receipt.context_receipts),
+        },
+        root="receipt",
+    )
+
+
+def decode_receipt(text: str) -> AppendReceipt:
+    """Decode a stored receipt (an absent ``context_receipts`` decodes as empty).
+
+    Raises:
+        TraceStoreError: when the stored text is not a receipt.
+    """
+    data = _loads(text, "receipt_json")
+    if not isinstance(data, dict):
+        raise TraceStoreError("receipt_json must decode to an object")
+    try:
+        return AppendReceipt(
+            append_intent_id=str(data["append_intent_id"]),
+            fact_ids=tuple(data.get("fact_ids", ())),
+            commit_receipts=tuple(data.get("commit_receipts", ())),
+            owner_ordinal_ranges={
+                str(owner): (int(pair[0]), int(pair[1]))
+                for owner, pair in data.get("owner_ordinal_ranges", {}).items()
+            },
+            causal_edges=tuple(
+                (str(edge[0]), str(edge[1])) for edge in data.get("causal_edges", ())
+            ),
+            context_receipts=tuple(data.get("context_receipts", ())),
+        )
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise TraceStoreError(f"receipt_json is not a receipt: {exc}") from exc
+
+
+def encode_refs(refs: Sequence[str]) -> str:
+    """Return the stored form of a context ref array."""
+    return storage_json(list(refs), root="refs")
+
+
+def _refs(text: str) -> tuple[str, ...]:
+    value = _loads(text, "context refs")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TraceStoreError("context ref JSON must decode to a list")
+    return tuple(value)
+
+
+def _loads(text: str, column: str) -> object:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise TraceStoreError(f"{column} is not valid JSON: {exc}") from exc

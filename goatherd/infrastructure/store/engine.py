@@ -1,0 +1,241 @@
+"""Build the SQLAlchemy engines and create or verify the trace schema.
+
+SQLite: the driver's own transaction handling is switched off so that the
+store emits ``BEGIN IMMEDIATE`` for writes (one writer at a time, taken at the
+start of the transaction, never upgraded mid-way) and a deferred ``BEGIN`` for
+reads (a consistent snapshot across a read's queries). Files use WAL with
+``synchronous=NORMAL`` (survives a process crash) or ``FULL`` on request
+(survives power loss), foreign keys on and a busy timeout. ``:memory:`` uses
+one shared connection.
+
+PostgreSQL: a plain pooled engine; the append transaction serializes on the
+``meta`` row (see ``store.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+from sqlalchemy import Connection, Engine, create_engine, event, insert, inspect, select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import StaticPool
+
+from goatherd.domain.errors import NotATraceStoreError
+from goatherd.infrastructure.store.schema import (
+    META_NEXT_COMMIT,
+    META_SCHEMA,
+    METADATA,
+    SCHEMA_VERSION,
+    meta,
+)
+
+__all__ = [
+    "DURABILITY_LEVELS",
+    "WRITE_OPTION",
+    "ensure_schema",
+    "postgres_engine",
+    "sqlite_engine",
+    "sqlite_read_only_engine",
+    "verify_schema",
+]
+
+WRITE_OPTION: Final = "goatherd_write"
+DURABILITY_LEVELS: Final = {"normal": "NORMAL", "full": "FULL"}
+BUSY_TIMEOUT_MS: Final = 30_000
+_SCHEMA_LOCK_KEY: Final = 0x60A7_4E4D
+
+
+def sqlite_engine(path: str, durability: str) -> Engine:
+    """Return an engine over a SQLite file (or ``:memory:``) for reading and writing.
+
+    Raises:
+        ValueError: an unknown durability level.
+        NotATraceStoreError: the file exists but is not a trace store.
+    """
+    if durability not in DURABILITY_LEVELS:
+        raise ValueError(
+            f"unknown durability {durability!r}: expected 'normal' or 'full'"
+        )
+    if path == ":memory:":
+        engine = create_engine(
+            "sqlite://",
+            poolclass=StaticPool,
+            connect_args={"check_same_thread": False},
+        )
+        _install_sqlite_hooks(engine, pragmas=("PRAGMA foreign_keys=ON",))
+        return engine
+    _classify_sqlite_file(path)
+    engine = create_engine(
+        "sqlite:///" + path,
+        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        pool_size=8,
+        max_overflow=16,
+    )
+    pragmas = (
+        "PRAGMA foreign_keys=ON",
+        f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
+        "PRAGMA journal_mode=WAL",
+        f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}",
+    )
+    _install_sqlite_hooks(engine, pragmas=pragmas)
+    return engine
+
+
+def sqlite_read_only_engine(path: str) -> Engine:
+    """Return an engine that opens an existing SQLite file read-only (``mode=ro``).
+
+    Raises:
+        NotATraceStoreError: the file is missing or empty.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise NotATraceStoreError(f"no trace database at {path}: file not found")
+    if file.stat().st_size == 0:
+        raise NotATraceStoreError(f"{path} is empty, not a trace database")
+    uri = "file:" + quote(os.fspath(file.resolve())) + "?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    engine = create_engine("sqlite://", creator=connect)
+    _install_sqlite_hooks(engine, pragmas=(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",))
+    return engine
+
+
+def postgres_engine(url: str, **options: Any) -> Engine:
+    """Return a pooled engine for a ``postgresql+psycopg://`` URL."""
+    options.setdefault("pool_pre_ping", True)
+    return create_engine(url, **options)
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create the trace schema if absent and seed ``meta``; refuse a foreign database.
+
+    Raises:
+        NotATraceStoreError: a SQLite database holding other tables but no
+            trace schema, or a file SQLite cannot read.
+    """
+    with _Translate(engine), engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
+        tables = set(inspect(conn).get_table_names())
+        if conn.dialect.name == "sqlite" and tables and meta.name not in tables:
+            raise NotATraceStoreError(
+                f"{engine.url.database} is not a goatherd trace store "
+                f"(it holds other tables: {', '.join(sorted(tables)[:5])})"
+            )
+        METADATA.create_all(conn, checkfirst=True)
+        _seed_meta(conn)
+
+
+def verify_schema(engine: Engine) -> None:
+    """Check, without writing, that the database holds the complete trace schema.
+
+    Raises:
+        NotATraceStoreError: a missing table or column, a missing schema marker,
+            or a file that is not a database.
+    """
+    with _Translate(engine), engine.connect() as conn:
+        inspector = inspect(conn)
+        tables = set(inspector.get_table_names())
+        for table in METADATA.sorted_tables:
+            if table.name not in tables:
+                raise NotATraceStoreError(
+                    f"{engine.url.database or 'database'} is not a goatherd trace "
+                    f"store: table {table.name!r} is missing"
+                )
+            columns = {c["name"] for c in inspector.get_columns(table.name)}
+            absent = sorted(set(table.columns.keys()) - columns)
+            if absent:
+                raise NotATraceStoreError(
+                    f"table {table.name!r} lacks columns: {', '.join(absent)}"
+                )
+        marker = conn.execute(
+            select(meta.c.value).where(meta.c.key == META_SCHEMA)
+        ).scalar_one_or_none()
+        if marker != SCHEMA_VERSION:
+            raise NotATraceStoreError(
+                f"unexpected trace schema marker {marker!r} (want {SCHEMA_VERSION!r})"
+            )
+        conn.rollback()
+
+
+def _seed_meta(conn: Connection) -> None:
+    present = set(conn.execute(select(meta.c.key)).scalars())
+    rows = [
+        {"key": key, "value": value}
+        for key, value in ((META_SCHEMA, SCHEMA_VERSION), (META_NEXT_COMMIT, "0"))
+        if key not in present
+    ]
+    if rows:
+        conn.execute(insert(meta), rows)
+
+
+def _classify_sqlite_file(path: str) -> None:
+    # Look at an existing file through a read-only connection BEFORE the
+    # engine's pragmas run: switching a foreign file to WAL would modify it.
+    file = Path(path)
+    if not file.exists() or file.stat().st_size == 0:
+        return
+    uri = "file:" + quote(os.fspath(file.resolve())) + "?mode=ro"
+    probe = sqlite3.connect(uri, uri=True)
+    try:
+        names = {
+            row[0]
+            for row in probe.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+    except sqlite3.DatabaseError as exc:
+        raise NotATraceStoreError(f"{path} is not a SQLite database: {exc}") from exc
+    finally:
+        probe.close()
+    if names and meta.name not in names:
+        raise NotATraceStoreError(
+            f"{path} is not a goatherd trace store "
+            f"(it holds other tables: {', '.join(sorted(names)[:5])})"
+        )
+
+
+def _install_sqlite_hooks(engine: Engine, *, pragmas: tuple[str, ...]) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            for pragma in pragmas:
+                cursor.execute(pragma)
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _not_a_database(error: BaseException | None) -> bool:
+    message = str(error)
+    return isinstance(error, sqlite3.DatabaseError) and (
+        "not a database" in message or "malformed" in message
+    )
+
+
+class _Translate:
+    """Turn a driver's "not a database" error into ``NotATraceStoreError``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, DBAPIError) and _not_a_database(exc.orig):
+            raise NotATraceStoreError(
+                f"{self.engine.url.database} is not a usable trace database: {exc.orig}"
+            ) from exc

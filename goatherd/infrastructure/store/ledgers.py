@@ -1,0 +1,147 @@
+"""Checkpoint blobs and the completed-materialization ledger.
+
+Neither is a trace table: a checkpoint blob holds a checkpoint's restorable
+halves (runtime-spec 4.3), the ledger the receipts of completed
+materializations (kernel-spec 13.3). The trace references both by digest.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from goatherd.domain.errors import AppendIntentConflictError
+from goatherd.domain.log import CheckpointBlob
+from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.schema import (
+    checkpoint_snapshots,
+    materialization_intents,
+)
+
+__all__ = [
+    "DEFAULT_CHECKPOINT_BLOB_LIMIT",
+    "delete_blob",
+    "load_blobs",
+    "read_materialization",
+    "record_materialization",
+    "write_blob",
+]
+
+DEFAULT_CHECKPOINT_BLOB_LIMIT = 1 << 20
+_U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
+
+
+def write_blob(
+    conn: Connection,
+    checkpoint_id: str,
+    scope_id: str,
+    seq: int,
+    state: WorkspaceState,
+    snapshot: bytes,
+    created_at_ns: int,
+) -> None:
+    """Insert or replace one checkpoint row (``seq`` stored as signed 64-bit)."""
+    if not 0 <= seq < _U64:
+        raise ValueError(f"checkpoint seq {seq} is not an unsigned 64-bit integer")
+    conn.execute(
+        delete(checkpoint_snapshots).where(
+            checkpoint_snapshots.c.checkpoint_id == checkpoint_id
+        )
+    )
+    conn.execute(
+        insert(checkpoint_snapshots),
+        {
+            "checkpoint_id": checkpoint_id,
+            "scope_id": scope_id,
+            "seq": seq - _U64 if seq > _I64_MAX else seq,
+            "state_json": storage_json(state.to_json(), root="workspace_state"),
+            "snapshot": bytes(snapshot),
+            "created_at_unixnano": created_at_ns,
+        },
+    )
+
+
+def delete_blob(conn: Connection, checkpoint_id: str) -> None:
+    """Delete one checkpoint row (absent ids are fine)."""
+    conn.execute(
+        delete(checkpoint_snapshots).where(
+            checkpoint_snapshots.c.checkpoint_id == checkpoint_id
+        )
+    )
+
+
+def load_blobs(
+    conn: Connection,
+) -> tuple[tuple[CheckpointBlob, ...], tuple[str, ...]]:
+    """Return every checkpoint oldest first, and the ids of rows that do not decode."""
+    rows = conn.execute(
+        select(checkpoint_snapshots).order_by(
+            checkpoint_snapshots.c.created_at_unixnano,
+            checkpoint_snapshots.c.seq,
+            checkpoint_snapshots.c.checkpoint_id,
+        )
+    )
+    blobs: list[CheckpointBlob] = []
+    corrupt: list[str] = []
+    for row in rows:
+        try:
+            state = WorkspaceState.from_json(json.loads(row.state_json))
+        except (TypeError, ValueError, AttributeError):
+            corrupt.append(row.checkpoint_id)
+            continue
+        blobs.append(
+            CheckpointBlob(
+                checkpoint_id=row.checkpoint_id,
+                scope_id=row.scope_id,
+                seq=row.seq + _U64 if row.seq < 0 else row.seq,
+                state=state,
+                snapshot=bytes(row.snapshot),
+                created_at_ns=row.created_at_unixnano,
+            )
+        )
+    return tuple(blobs), tuple(corrupt)
+
+
+def read_materialization(conn: Connection, intent: str) -> tuple[str, str] | None:
+    """Return ``(request_digest, receipt_json)`` of a completed intent, or ``None``."""
+    row = conn.execute(
+        select(
+            materialization_intents.c.request_digest,
+            materialization_intents.c.receipt_json,
+        ).where(materialization_intents.c.materialize_intent_id == intent)
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
+def record_materialization(
+    conn: Connection, intent: str, request_digest: str, receipt_json: str
+) -> None:
+    """Insert a ledger row; the same digest again is fine.
+
+    Raises:
+        AppendIntentConflictError: the intent completed with a different digest.
+    """
+    stored = read_materialization(conn, intent)
+    if stored is None:
+        try:
+            with conn.begin_nested():
+                conn.execute(
+                    insert(materialization_intents),
+                    {
+                        "materialize_intent_id": intent,
+                        "request_digest": request_digest,
+                        "receipt_json": receipt_json,
+                    },
+                )
+            return
+        except IntegrityError:
+            stored = read_materialization(conn, intent)
+    if stored is not None and stored[0] != request_digest:
+        raise AppendIntentConflictError(
+            f"materialize intent '{intent}' was already committed with different "
+            "content"
+        )

@@ -1,0 +1,88 @@
+"""Open a trace store by URL or path, writable or strictly read-only.
+
+``open_trace_store`` accepts any SQLAlchemy URL the store supports
+(``sqlite:///path``, ``sqlite://`` for memory, ``postgresql+psycopg://...``) or
+a bare filesystem path. ``open_trace_store_read_only`` is the viewer's opener:
+it never writes, never creates schema, verifies the schema and fails loudly on
+a missing, empty, corrupt or foreign database.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from goatherd.infrastructure.store.engine import (
+    ensure_schema,
+    postgres_engine,
+    sqlite_read_only_engine,
+    verify_schema,
+)
+from goatherd.infrastructure.store.store import SqlAlchemyTraceStore, SQLiteTraceStore
+
+__all__ = ["open_trace_store", "open_trace_store_read_only"]
+
+
+def open_trace_store(
+    url: str | os.PathLike[str], **options: Any
+) -> SqlAlchemyTraceStore:
+    """Open (and create if absent) the trace store at ``url``.
+
+    Args:
+        url: a SQLAlchemy URL or a bare filesystem path.
+        **options: ``durability`` for SQLite; engine options for PostgreSQL.
+
+    Raises:
+        ValueError: an unsupported URL scheme.
+        NotATraceStoreError: the database exists but is not a trace store.
+    """
+    kind, location = _locate(url)
+    if kind == "sqlite":
+        return SQLiteTraceStore(location, **options)
+    engine = postgres_engine(location, **options)
+    try:
+        ensure_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return SqlAlchemyTraceStore(engine)
+
+
+def open_trace_store_read_only(
+    path_or_url: str | os.PathLike[str],
+) -> SqlAlchemyTraceStore:
+    """Open an existing trace store without ever writing to it.
+
+    Every write method of the returned store raises ``ReadOnlyStoreError``.
+
+    Raises:
+        NotATraceStoreError: a missing, empty, corrupt or foreign database.
+    """
+    kind, location = _locate(path_or_url)
+    if kind == "sqlite":
+        if location == ":memory:":
+            raise ValueError("a read-only store needs a database file, not :memory:")
+        engine = sqlite_read_only_engine(location)
+    else:
+        engine = postgres_engine(location)
+    try:
+        verify_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return SqlAlchemyTraceStore(engine, read_only=True)
+
+
+def _locate(url: str | os.PathLike[str]) -> tuple[str, str]:
+    text = os.fspath(url)
+    if "://" not in text:
+        return "sqlite", text
+    parsed = make_url(text)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return "sqlite", parsed.database or ":memory:"
+    if backend == "postgresql":
+        return "postgresql", text
+    raise ValueError(f"unsupported trace store URL scheme: {parsed.drivername}")

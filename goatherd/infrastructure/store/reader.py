@@ -1,0 +1,257 @@
+"""Set-wise reads of the trace tables, backed by the store's immutable caches.
+
+One :class:`StoreReader` serves one read (or one append's lookups) on one
+connection. Each method fetches what it needs in one query (chunked only past
+the driver's parameter limit), never one query per record. Decoded record
+content and contexts are immutable once committed, so they are kept in the
+store's in-process :class:`ContentCache` keyed by id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterable, Iterator
+from typing import NamedTuple, TypeVar
+
+from sqlalchemy import Connection, select
+
+from goatherd.domain.errors import UnknownFactError
+from goatherd.domain.records import RecordBody, RecordEnvelope, RetainedContext
+from goatherd.infrastructure.store.codec import decode_context, decode_record
+from goatherd.infrastructure.store.schema import (
+    contexts,
+    owner_ordinals,
+    path_entries,
+    record_edges,
+    records,
+)
+
+__all__ = ["ContentCache", "EntryRow", "RecordContent", "StoreReader"]
+
+RecordContent = tuple[RecordEnvelope, RecordBody]
+_CHUNK = 900
+_T = TypeVar("_T")
+
+
+class EntryRow(NamedTuple):
+    """One path entry: where a record sits and the view it has there."""
+
+    record_id: str
+    path_ref: str
+    ordinal: int
+    context_ref: str
+    kind_label: str
+
+
+class _Bounded(dict[str, _T]):
+    """A dict that forgets its oldest half when it outgrows ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key: str, value: _T) -> None:
+        self[key] = value
+        if len(self) > self.limit:
+            for stale in list(self)[: self.limit // 2]:
+                del self[stale]
+
+
+class ContentCache:
+    """Immutable committed content by id: records, contexts, verified witnesses.
+
+    Safe because records and contexts are content-addressed and never change
+    once committed; an entry is added only for committed rows (read back, or
+    written by an append that committed). Payload dicts are shared with
+    callers: treat what a read returns as read-only.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self.records: _Bounded[RecordContent] = _Bounded(limit)
+        self.contexts: _Bounded[RetainedContext] = _Bounded(limit // 4)
+        self.witnesses: set[str] = set()
+        self.lock = threading.Lock()
+
+    def add_records(self, items: Iterable[tuple[str, RecordContent]]) -> None:
+        with self.lock:
+            for record_id, content in items:
+                self.records.put(record_id, content)
+
+    def add_contexts(self, items: Iterable[RetainedContext]) -> None:
+        with self.lock:
+            for context in items:
+                self.contexts.put(context.context_id, context)
+
+
+class StoreReader:
+    """Reads on one connection, filling the shared cache with committed rows."""
+
+    def __init__(self, conn: Connection, cache: ContentCache) -> None:
+        self.conn = conn
+        self.cache = cache
+
+    def records(self, ids: Iterable[str]) -> dict[str, RecordContent]:
+        """Return the content of every known id among ``ids`` (unknown ids absent)."""
+        found: dict[str, RecordContent] = {}
+        missing = []
+        cached = self.cache.records
+        for record_id in dict.fromkeys(ids):
+            content = cached.get(record_id)
+            if content is None:
+                missing.append(record_id)
+            else:
+                found[record_id] = content
+        if missing:
+            loaded = self._load_records(missing)
+            self.cache.add_records(loaded.items())
+            found.update(loaded)
+        return found
+
+    def record(self, record_id: str) -> RecordContent:
+        """Return one record's content, or raise ``UnknownFactError``."""
+        content = self.records((record_id,)).get(record_id)
+        if content is None:
+            raise UnknownFactError(f"unknown fact id: {record_id}")
+        return content
+
+    def _load_records(self, ids: list[str]) -> dict[str, RecordContent]:
+        columns = (
+            records.c.record_id,
+            records.c.digest,
+            records.c.schema_ref,
+            records.c.mode,
+            records.c.witness_ref,
+            records.c.caused_by_json,
+            records.c.body_json,
+        )
+        loaded = {}
+        for chunk in _chunks(ids):
+            rows = self.conn.execute(
+                select(*columns).where(records.c.record_id.in_(chunk))
+            )
+            for row in rows:
+                loaded[row[0]] = decode_record(*row)
+        return loaded
+
+    def existing_ids(self, ids: Collection[str]) -> set[str]:
+        """Return which of ``ids`` are retained records."""
+        known = {record_id for record_id in ids if record_id in self.cache.records}
+        missing = [record_id for record_id in ids if record_id not in known]
+        for chunk in _chunks(missing):
+            rows = self.conn.execute(
+                select(records.c.record_id).where(records.c.record_id.in_(chunk))
+            )
+            known.update(row[0] for row in rows)
+        return known
+
+    def contexts(self, ids: Iterable[str]) -> dict[str, RetainedContext]:
+        """Return the stored contexts among ``ids`` (unknown ids absent)."""
+        found: dict[str, RetainedContext] = {}
+        missing = []
+        for context_id in dict.fromkeys(ids):
+            context = self.cache.contexts.get(context_id)
+            if context is None:
+                missing.append(context_id)
+            else:
+                found[context_id] = context
+        loaded: list[RetainedContext] = []
+        for chunk in _chunks(missing):
+            rows = self.conn.execute(
+                select(contexts).where(contexts.c.context_id.in_(chunk))
+            )
+            loaded.extend(decode_context(row._mapping) for row in rows)
+        self.cache.add_contexts(loaded)
+        found.update((c.context_id, c) for c in loaded)
+        return found
+
+    def next_ordinals(self, owners: Collection[str]) -> dict[str, int]:
+        """Return the stored next ordinal of each known owner among ``owners``."""
+        result: dict[str, int] = {}
+        for chunk in _chunks(list(owners)):
+            rows = self.conn.execute(
+                select(
+                    owner_ordinals.c.trace_owner_id, owner_ordinals.c.next_ordinal
+                ).where(owner_ordinals.c.trace_owner_id.in_(chunk))
+            )
+            result.update((row[0], int(row[1])) for row in rows)
+        return result
+
+    def first_entries(self, ids: Iterable[str]) -> dict[str, EntryRow]:
+        """Return each record's first path entry in (path_ref, ordinal) order."""
+        first: dict[str, EntryRow] = {}
+        for chunk in _chunks(list(dict.fromkeys(ids))):
+            stmt = (
+                select(*_ENTRY_COLUMNS)
+                .where(path_entries.c.record_id.in_(chunk))
+                .order_by(path_entries.c.path_ref, path_entries.c.path_ordinal)
+            )
+            for row in self.conn.execute(stmt):
+                entry = EntryRow(*row)
+                if entry.record_id not in first or _before(entry, first):
+                    first[entry.record_id] = entry
+        return first
+
+    def owner_entries(self, owner: str, through: int) -> list[EntryRow]:
+        """Return an owner path's entries with ordinal <= ``through``, ascending."""
+        if through < 0:
+            return []
+        stmt = (
+            select(*_ENTRY_COLUMNS)
+            .where(path_entries.c.path_ref == owner)
+            .where(path_entries.c.path_ordinal <= min(through, _MAX_ORDINAL))
+            .order_by(path_entries.c.path_ordinal)
+        )
+        return [EntryRow(*row) for row in self.conn.execute(stmt)]
+
+    def closure_entries(self, roots: Collection[str]) -> list[EntryRow]:
+        """Return the first path entry of every record in the roots' causal closure.
+
+        One recursive query over ``record_edges``; the result is ordered by
+        (path_ref, ordinal), each record once.
+
+        Raises:
+            UnknownFactError: a root that is not a retained record.
+        """
+        if not roots:
+            return []
+        seed = select(records.c.record_id.label("record_id")).where(
+            records.c.record_id.in_(list(roots))
+        )
+        closure = seed.cte("closure", recursive=True)
+        closure = closure.union(
+            select(record_edges.c.parent_record_id).join(
+                closure, record_edges.c.child_record_id == closure.c.record_id
+            )
+        )
+        stmt = (
+            select(*_ENTRY_COLUMNS)
+            .where(path_entries.c.record_id.in_(select(closure.c.record_id)))
+            .order_by(path_entries.c.path_ref, path_entries.c.path_ordinal)
+        )
+        entries: dict[str, EntryRow] = {}
+        for row in self.conn.execute(stmt):
+            entries.setdefault(row[0], EntryRow(*row))
+        for root in roots:
+            if root not in entries:
+                raise UnknownFactError(f"unknown fact id: {root}")
+        return list(entries.values())
+
+
+_ENTRY_COLUMNS = (
+    path_entries.c.record_id,
+    path_entries.c.path_ref,
+    path_entries.c.path_ordinal,
+    path_entries.c.retained_context_ref,
+    path_entries.c.kind_label,
+)
+_MAX_ORDINAL = 2**63 - 1
+
+
+def _before(entry: EntryRow, first: dict[str, EntryRow]) -> bool:
+    current = first[entry.record_id]
+    return (entry.path_ref, entry.ordinal) < (current.path_ref, current.ordinal)
+
+
+def _chunks(items: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]

@@ -1,0 +1,208 @@
+"""The trace store's tables (SQLAlchemy Core, one ``MetaData``).
+
+The layout follows the reference's SQLite layout (kernel-spec section 6) with
+two additions: ``path_entries.position`` (the store-global log position of an
+ordinary path entry, ``NULL`` for witness entries) and the
+``checkpoint_snapshots`` table (runtime-spec 4.3). The same definitions create
+the schema on SQLite and on PostgreSQL.
+
+Only the trace tables are the source of truth; the checkpoint blobs and the
+materialization ledger are referenced from the trace by digest.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Table,
+    Text,
+    text,
+)
+
+__all__ = [
+    "META_NEXT_COMMIT",
+    "META_SCHEMA",
+    "METADATA",
+    "SCHEMA_VERSION",
+    "TRACE_TABLES",
+    "append_intents",
+    "checkpoint_snapshots",
+    "contexts",
+    "frontiers",
+    "materialization_intents",
+    "meta",
+    "owner_ordinals",
+    "path_entries",
+    "record_edges",
+    "records",
+]
+
+SCHEMA_VERSION: Final = "goatherd.trace.v1"
+META_SCHEMA: Final = "schema"
+META_NEXT_COMMIT: Final = "next_commit_seq"
+
+METADATA: Final = MetaData()
+
+_NOW = text("CURRENT_TIMESTAMP")
+# Owner paths order by code point everywhere (kernel-spec 7.7): SQLite's BINARY
+# collation does that; PostgreSQL needs the "C" collation instead of the locale's.
+_PATH_TEXT = Text().with_variant(Text(collation="C"), "postgresql")
+
+meta = Table(
+    "meta",
+    METADATA,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+append_intents = Table(
+    "append_intents",
+    METADATA,
+    Column("append_intent_id", Text, primary_key=True),
+    Column("batch_digest", Text, nullable=False),
+    Column("receipt_json", Text, nullable=False),
+    Column("committed_at", Text, nullable=False, server_default=_NOW),
+)
+
+contexts = Table(
+    "contexts",
+    METADATA,
+    Column("context_id", Text, primary_key=True),
+    Column("active_binding_refs_json", Text, nullable=False),
+    Column("capability_witness_refs_json", Text, nullable=False),
+    Column("semantic_environment_refs_json", Text, nullable=False),
+    Column("visibility_policy_refs_json", Text, nullable=False),
+    Column("substrate_ref", Text, nullable=False),
+    Column("containment", Text, nullable=False),
+    Column(
+        "append_intent_id",
+        Text,
+        ForeignKey("append_intents.append_intent_id"),
+        nullable=False,
+    ),
+)
+
+owner_ordinals = Table(
+    "owner_ordinals",
+    METADATA,
+    Column("trace_owner_id", Text, primary_key=True),
+    Column("next_ordinal", BigInteger, nullable=False),
+    CheckConstraint("next_ordinal >= 0", name="ck_owner_ordinals_next"),
+)
+
+records = Table(
+    "records",
+    METADATA,
+    Column("record_id", Text, primary_key=True),
+    Column("digest", Text, nullable=False),
+    Column("schema_ref", Text, nullable=False),
+    Column("mode", Text, nullable=False),
+    Column("witness_ref", Text, nullable=False),
+    Column("caused_by_json", Text, nullable=False),
+    Column("body_json", Text, nullable=False),
+    Column(
+        "append_intent_id",
+        Text,
+        ForeignKey("append_intents.append_intent_id"),
+        nullable=False,
+    ),
+    CheckConstraint("record_id = digest", name="ck_records_id_is_digest"),
+)
+Index("idx_records_schema", records.c.schema_ref)
+
+record_edges = Table(
+    "record_edges",
+    METADATA,
+    Column(
+        "child_record_id",
+        Text,
+        ForeignKey("records.record_id"),
+        primary_key=True,
+    ),
+    Column("parent_position", Integer, primary_key=True),
+    Column(
+        "parent_record_id",
+        Text,
+        ForeignKey("records.record_id"),
+        nullable=False,
+    ),
+    CheckConstraint("parent_position >= 0", name="ck_record_edges_position"),
+)
+Index("idx_record_edges_parent", record_edges.c.parent_record_id)
+
+path_entries = Table(
+    "path_entries",
+    METADATA,
+    Column("path_ref", _PATH_TEXT, primary_key=True),
+    Column("path_ordinal", BigInteger, primary_key=True),
+    Column("record_id", Text, ForeignKey("records.record_id"), nullable=False),
+    Column("retained_context_ref", Text, nullable=False),
+    Column("kind_label", Text, nullable=False),
+    Column(
+        "append_intent_id",
+        Text,
+        ForeignKey("append_intents.append_intent_id"),
+        nullable=False,
+    ),
+    Column("commit_receipt", Text, nullable=False, unique=True),
+    Column("position", BigInteger, nullable=True),
+    CheckConstraint("path_ordinal >= 0", name="ck_path_entries_ordinal"),
+)
+Index("idx_path_entries_record", path_entries.c.record_id)
+Index("idx_path_entries_position", path_entries.c.position, unique=True)
+
+frontiers = Table(
+    "frontiers",
+    METADATA,
+    Column("frontier_id", Text, primary_key=True),
+    Column("target_trace_owner_id", Text, nullable=False),
+    Column("through_fact_id", Text, ForeignKey("records.record_id"), nullable=False),
+    Column("through_owner_ordinal", BigInteger, nullable=False),
+    Column("publisher_trace_owner_id", Text, nullable=True),
+    Column(
+        "created_by_fact_id",
+        Text,
+        ForeignKey("records.record_id"),
+        nullable=False,
+        unique=True,
+    ),
+    Column(
+        "append_intent_id",
+        Text,
+        ForeignKey("append_intents.append_intent_id"),
+        nullable=False,
+        unique=True,
+    ),
+    CheckConstraint("through_owner_ordinal >= 0", name="ck_frontiers_ordinal"),
+)
+
+materialization_intents = Table(
+    "materialization_intents",
+    METADATA,
+    Column("materialize_intent_id", Text, primary_key=True),
+    Column("request_digest", Text, nullable=False),
+    Column("receipt_json", Text, nullable=False),
+    Column("completed_at", Text, nullable=False, server_default=_NOW),
+)
+
+checkpoint_snapshots = Table(
+    "checkpoint_snapshots",
+    METADATA,
+    Column("checkpoint_id", Text, primary_key=True),
+    Column("scope_id", Text, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("state_json", Text, nullable=False),
+    Column("snapshot", LargeBinary, nullable=False),
+    Column("created_at_unixnano", BigInteger, nullable=False),
+)
+
+TRACE_TABLES: Final = tuple(METADATA.sorted_tables)
