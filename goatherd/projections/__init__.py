@@ -12,6 +12,7 @@ from goatherd.projections import (
     errors,
     execution,
     framework,
+    from_store,
     history,
     relations,
     schema_library,
@@ -22,6 +23,7 @@ from goatherd.projections.checkpoints import *
 from goatherd.projections.errors import *
 from goatherd.projections.execution import *
 from goatherd.projections.framework import *
+from goatherd.projections.from_store import *
 from goatherd.projections.history import *
 from goatherd.projections.relations import *
 from goatherd.projections.schema_library import *
@@ -33,6 +35,7 @@ __all__ += checkpoints.__all__
 __all__ += errors.__all__
 __all__ += execution.__all__
 __all__ += framework.__all__
+__all__ += from_store.__all__
 __all__ += history.__all__
 __all__ += relations.__all__
 __all__ += schema_library.__all__
