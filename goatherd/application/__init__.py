@@ -4,12 +4,25 @@ The only layer whose public commands return ``returns.Result``. It may import
 the domain and projections, never SQLAlchemy, HTTP or driver libraries.
 """
 
-from goatherd.application import errors, ports, substrates
+from goatherd.application import (
+    errors,
+    ports,
+    substrates,
+    supervisor,
+    tasks,
+)
+from goatherd.application import materialize as materialize_module
 from goatherd.application.errors import *
+from goatherd.application.materialize import *
 from goatherd.application.ports import *
 from goatherd.application.substrates import *
+from goatherd.application.supervisor import *
+from goatherd.application.tasks import *
 
 __all__: list[str] = []
 __all__ += errors.__all__
+__all__ += materialize_module.__all__
 __all__ += ports.__all__
 __all__ += substrates.__all__
+__all__ += supervisor.__all__
+__all__ += tasks.__all__

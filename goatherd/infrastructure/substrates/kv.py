@@ -30,10 +30,10 @@ from goatherd.domain import (
 )
 
 __all__ = [
+    "KVSubstrate",
     "KV_PUT_APPLIED_SCHEMA_REF",
     "KV_PUT_SCHEMA_REF",
     "KV_SUBSTRATE_REF",
-    "KVSubstrate",
     "SQLiteKVSubstrate",
 ]
 

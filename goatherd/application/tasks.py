@@ -1,0 +1,728 @@
+"""The task runtime: runs with identities, lifecycles and a tree of children.
+
+A run with id ``R`` owns an execution whose owner path is
+``E = execution_id_for(R + ":create")``; the execution is an aggregate folded
+from that path (:func:`~goatherd.projections.project_execution`). Every id and
+intent is derived exactly as the reference derives them (runtime-spec 12.2,
+pinned by ``execution_vectors_v0.json``):
+
+* intents ``R:create``, ``R:complete``, ``R:fail``, ``R:publish:<n>``; the
+  terminal frontier ``frontier:R:terminal`` (published under its default
+  intent ``frontier:frontier:R:terminal``);
+* children ``R:child:<n>`` with relation intent ``<child>:relation:spawned``;
+  adopt/abandon intents ``R:relation:adopted:<n>`` / ``R:relation:abandoned:<n>``
+  (one counter shared by both).
+
+A run is idempotent by its terminal frontier: once it exists, starting the run
+again returns the handle without appending or running the body. Before that,
+a restart replays the committed intents (the store returns their stored
+receipts) and runs the body again (at-least-once).
+
+A body that raises (or a task ref nobody registered) is recorded as a failed
+execution with ``"<Type>: <message>"``; it never propagates to the caller.
+"""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol, TypeAlias
+
+from returns.result import Failure, Result, Success
+
+from goatherd.domain import (
+    CAPTURE,
+    MAX_OWNER_ORDINAL,
+    PUBLISHED_FACT_KIND_LABEL,
+    PUBLISHED_FACT_SCHEMA_REF,
+    TRUSTED_APPEND_CONTEXT,
+    TRUSTED_READ_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    AppendIntentConflictError,
+    CanonicalEncodingError,
+    Cut,
+    GoatherdError,
+    Record,
+    RecordDraft,
+    UnknownFrontierError,
+    check_canonical,
+    execution_id_for,
+    relation_id_for,
+)
+from goatherd.domain.store import TraceStore
+from goatherd.projections import (
+    EffectiveHistory,
+    Execution,
+    ExecutionRelation,
+    RelationKind,
+    complete_execution_batch,
+    create_execution_batch,
+    create_execution_relation_batch,
+    execution_relation_from_fact,
+    fail_execution_batch,
+    project_effective_history_from_store,
+    project_execution,
+    project_execution_from_store,
+    publish_execution_frontier,
+)
+
+__all__ = [
+    "ChildHandle",
+    "Registry",
+    "Run",
+    "RunTerminalError",
+    "TaskBody",
+    "TaskControl",
+    "TaskControlError",
+    "TaskError",
+    "TaskRunError",
+    "TaskStartFailure",
+    "UnknownExecutionError",
+    "UnknownTaskError",
+    "frontier_id_for_run",
+    "new_run_id",
+    "start_task",
+    "start_task_sync",
+]
+
+_POLL_INTERVAL: Final = 0.01
+
+
+class TaskError(GoatherdError):
+    """Root of the task runtime's errors."""
+
+
+class UnknownTaskError(TaskError, LookupError):
+    """Raised when no body is registered under a task ref (recorded as a failure)."""
+
+    def __init__(self, task_ref: str) -> None:
+        """Name the unknown ``task_ref``."""
+        super().__init__(f'no task registered under ref "{task_ref}"')
+        self.task_ref = task_ref
+
+
+class TaskControlError(TaskError, ValueError):
+    """Raised when a control operation's precondition fails; nothing was appended."""
+
+
+class RunTerminalError(TaskControlError):
+    """Raised when a control is used after its run's body returned."""
+
+
+class UnknownExecutionError(TaskError, KeyError):
+    """Raised by ``read_execution`` for an execution the control does not know."""
+
+    def __str__(self) -> str:
+        """Return the message without ``KeyError``'s quoting."""
+        return str(self.args[0])
+
+
+class TaskRunError(TaskError, RuntimeError):
+    """Raised by ``Run.wait`` when the run could not reach a terminal frontier."""
+
+
+TaskBody: TypeAlias = Callable[..., object]
+"""A task body: called with the :class:`TaskControl` (or with nothing if it
+takes no parameters); returns a mapping of outputs, ``None``, a pydantic-style
+model (``model_dump``) or any value (recorded as ``{"result": value}``)."""
+
+TaskStartFailure: TypeAlias = AppendIntentConflictError | CanonicalEncodingError
+"""Why a run could not start: its run id was used with other content, or its
+inputs are not plain JSON. Nothing was appended."""
+
+
+def new_run_id() -> str:
+    """Return a fresh run id: ``run:`` and 32 lowercase hex digits."""
+    return "run:" + secrets.token_hex(16)
+
+
+def frontier_id_for_run(run_id: str) -> str:
+    """Return the terminal frontier id of run ``run_id``."""
+    return f"frontier:{run_id}:terminal"
+
+
+class Registry:
+    """A thread-safe map from task ref (recorded verbatim) to task body."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._lock = threading.Lock()
+        self._bodies: dict[str, TaskBody] = {}
+
+    def register(self, task_ref: str, body: TaskBody) -> None:
+        """Register ``body`` under ``task_ref`` (a later call overwrites)."""
+        with self._lock:
+            self._bodies[task_ref] = body
+
+    def lookup(self, task_ref: str) -> TaskBody:
+        """Return the body registered under ``task_ref``.
+
+        Raises:
+            UnknownTaskError: nothing is registered under it.
+        """
+        with self._lock:
+            body = self._bodies.get(task_ref)
+        if body is None:
+            raise UnknownTaskError(task_ref)
+        return body
+
+
+def _cutoff_tail(cut: Cut) -> str:
+    return cut.created_by_fact_id or cut.through_fact_id
+
+
+def _project_terminal(store: TraceStore, cut: Cut) -> Execution:
+    return project_execution_from_store(store, TRUSTED_READ_CONTEXT, cut)
+
+
+def _read_cutoff(store: TraceStore, frontier_id: str) -> Cut | None:
+    try:
+        return store.read_owner_cutoff(frontier_id)
+    except UnknownFrontierError:
+        return None
+
+
+class _Completion:
+    """How a background run ended: set once, with the runner's error if any."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """A handle on one run: its execution and terminal frontier.
+
+    ``wait`` blocks until the run is terminal; ``snapshot`` projects whatever
+    the execution's path holds now.
+    """
+
+    store: TraceStore = field(repr=False)
+    run_id: str
+    execution_id: str
+    frontier_id: str
+    _completion: _Completion | None = field(default=None, repr=False, compare=False)
+
+    def done(self) -> bool:
+        """Tell whether the terminal frontier is published (or the runner ended)."""
+        if self._completion is not None:
+            return self._completion.done.is_set()
+        return _read_cutoff(self.store, self.frontier_id) is not None
+
+    def wait(self, timeout: float | None = None) -> Execution:
+        """Block until the run is terminal; return its terminal projection.
+
+        A failed body is a ``failed`` execution, not an error.
+
+        Raises:
+            TaskRunError: the runner itself failed (the store refused an
+                append), or ``timeout`` seconds passed first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._completion is not None:
+            self._await_runner(timeout)
+        cut = _read_cutoff(self.store, self.frontier_id)
+        while cut is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TaskRunError(
+                    f"waiting for frontier {self.frontier_id}: timed out"
+                )
+            time.sleep(_POLL_INTERVAL)
+            cut = _read_cutoff(self.store, self.frontier_id)
+        return _project_terminal(self.store, cut)
+
+    def _await_runner(self, timeout: float | None) -> None:
+        assert self._completion is not None
+        if not self._completion.done.wait(timeout):
+            raise TaskRunError(f"waiting for frontier {self.frontier_id}: timed out")
+        error = self._completion.error
+        if error is not None:
+            raise TaskRunError(f"task run failed: {error}") from error
+
+    def snapshot(self) -> Execution:
+        """Project the execution from everything on its path now."""
+        slice_ = self.store.read_owner_prefix(
+            TRUSTED_READ_CONTEXT, self.execution_id, MAX_OWNER_ORDINAL
+        )
+        return project_execution(slice_, self.execution_id)
+
+    def cutoff(self) -> Cut:
+        """Return the verified terminal cutoff.
+
+        Raises:
+            UnknownFrontierError: the run is not terminal yet.
+        """
+        return self.store.read_owner_cutoff(self.frontier_id)
+
+    def history(self) -> EffectiveHistory:
+        """Project the terminal tree: root, active children, published facts.
+
+        Abandoned children are dropped; re-opening the store re-projects the
+        same history.
+
+        Raises:
+            UnknownFrontierError: the run is not terminal yet.
+        """
+        return project_effective_history_from_store(
+            self.store, TRUSTED_READ_CONTEXT, self.cutoff()
+        )
+
+
+@dataclass(frozen=True)
+class ChildHandle:
+    """A child execution known to a parent control (spawned or adopted)."""
+
+    store: TraceStore = field(repr=False)
+    execution_id: str
+    frontier_id: str
+    relation_id: str
+    relation: ExecutionRelation
+
+    def wait(self) -> Execution:
+        """Return the child's terminal projection (children are already terminal)."""
+        return _project_terminal(
+            self.store, self.store.read_owner_cutoff(self.frontier_id)
+        )
+
+    def cutoff(self) -> Cut:
+        """Return the child's verified terminal cutoff."""
+        return self.store.read_owner_cutoff(self.frontier_id)
+
+
+class TaskControl:
+    """What a running body may do: publish facts and manage child executions.
+
+    Every record it appends cites the control's causal tail, which then moves
+    to the new record. Usable only while the body runs.
+    """
+
+    def __init__(
+        self,
+        store: TraceStore,
+        registry: Registry,
+        run_id: str,
+        execution_id: str,
+        causal_tail: str,
+    ) -> None:
+        """Bind the control to the run's execution, starting at ``causal_tail``."""
+        self._store = store
+        self._registry = registry
+        self._run_id = run_id
+        self._execution_id = execution_id
+        self._tail = causal_tail
+        self._publish_count = 0
+        self._child_count = 0
+        self._relation_count = 0
+        self._known: dict[str, str] = {}
+        self._closed = False
+
+    @property
+    def execution_id(self) -> str:
+        """The execution this control appends for."""
+        return self._execution_id
+
+    @property
+    def run_id(self) -> str:
+        """The run id."""
+        return self._run_id
+
+    @property
+    def causal_tail(self) -> str:
+        """The record the next append will cite."""
+        return self._tail
+
+    def close(self) -> None:
+        """Refuse every later append (the run is about to become terminal)."""
+        self._closed = True
+
+    def _check_open(self, operation: str) -> None:
+        if self._closed:
+            raise RunTerminalError(
+                f"run {self._run_id} is terminal; its control cannot {operation}"
+            )
+
+    def _append(self, batch: AppendBatch) -> str:
+        receipt = self._store.append(TRUSTED_APPEND_CONTEXT, batch)
+        self._tail = receipt.fact_ids[-1]
+        return self._tail
+
+    def publish(self, kind: str, data: Mapping[str, object] | None = None) -> Record:
+        """Append a published fact ``{kind, data}`` and return it.
+
+        Raises:
+            RunTerminalError: the body already returned.
+            CanonicalEncodingError: ``data`` is not plain JSON (nothing appended).
+        """
+        self._check_open("publish")
+        self._publish_count += 1
+        draft = RecordDraft(
+            mode=CAPTURE,
+            schema_ref=PUBLISHED_FACT_SCHEMA_REF,
+            payload={"kind": kind, "data": dict(data or {})},
+            kind_label=PUBLISHED_FACT_KIND_LABEL,
+        )
+        group = AppendGroup(self._execution_id, None, (self._tail,), (draft,))
+        intent = f"{self._run_id}:publish:{self._publish_count}"
+        record_id = self._append(AppendBatch(intent, (group,)))
+        record = self._store.read_fact(TRUSTED_READ_CONTEXT, record_id)
+        assert isinstance(record, Record)  # a trusted payload read never hides
+        return record
+
+    def spawn(
+        self,
+        task_ref: str,
+        inputs: Mapping[str, object] | None = None,
+        registry: Registry | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> ChildHandle:
+        """Record a ``spawned`` relation, then run the child to its end.
+
+        The child's terminal frontier is published by this (the parent)
+        execution, so it lands on the parent's path. A failing child does not
+        fail the parent: inspect ``await_terminal``.
+
+        Raises:
+            RunTerminalError: the body already returned (nothing appended).
+        """
+        self._check_open("spawn")
+        self._child_count += 1
+        child_run = run_id or f"{self._run_id}:child:{self._child_count}"
+        child_exec = execution_id_for(f"{child_run}:create")
+        child_frontier = frontier_id_for_run(child_run)
+        intent = f"{child_run}:relation:spawned"
+        relation = self._relate(
+            intent,
+            relation_id_for(intent),
+            RelationKind.SPAWNED,
+            child_exec,
+            child_frontier,
+            (self._tail,),
+        )
+        _run_to_end(
+            self._store,
+            registry or self._registry,
+            _RunSpec(
+                task_ref=task_ref,
+                run_id=child_run,
+                inputs=dict(inputs or {}),
+                parent_execution_id=self._execution_id,
+                create_caused_by=(relation.created_fact_id,),
+                frontier_publisher=self._execution_id,
+                frontier_caused_by=(relation.created_fact_id,),
+            ),
+        )
+        self._known[child_exec] = child_frontier
+        self._tail = _cutoff_tail(self._store.read_owner_cutoff(child_frontier))
+        return ChildHandle(
+            self._store, child_exec, child_frontier, relation.relation_id, relation
+        )
+
+    def await_terminal(self, handle: ChildHandle) -> Execution:
+        """Return the child's terminal projection and move the tail to its frontier."""
+        self._known[handle.execution_id] = handle.frontier_id
+        self._tail = _cutoff_tail(self._store.read_owner_cutoff(handle.frontier_id))
+        return handle.wait()
+
+    def adopt(
+        self, execution_id: str, frontier_id: str, relation_id: str | None = None
+    ) -> ChildHandle:
+        """Record an ``adopted`` relation to an already terminal execution.
+
+        Raises:
+            TaskControlError: the frontier is unknown or targets another
+                execution (checked before anything is appended).
+            RunTerminalError: the body already returned.
+        """
+        self._check_open("adopt")
+        cut = _read_cutoff(self._store, frontier_id)
+        if cut is None:
+            raise TaskControlError(
+                f"adopt: frontier {frontier_id}: unknown frontier id: {frontier_id}"
+            )
+        if cut.target_trace_owner_id != execution_id:
+            raise TaskControlError(
+                f"adopt: frontier {frontier_id} targets "
+                f"{cut.target_trace_owner_id}, not {execution_id}"
+            )
+        self._relation_count += 1
+        intent = f"{self._run_id}:relation:adopted:{self._relation_count}"
+        relation = self._relate(
+            intent,
+            relation_id or relation_id_for(intent),
+            RelationKind.ADOPTED,
+            execution_id,
+            frontier_id,
+            (self._tail,),
+        )
+        self._known[execution_id] = frontier_id
+        return ChildHandle(
+            self._store, execution_id, frontier_id, relation.relation_id, relation
+        )
+
+    def abandon(self, handle: ChildHandle) -> ExecutionRelation:
+        """Record an ``abandoned`` relation under the handle's relation id.
+
+        The effective history then drops the child; its records remain.
+
+        Raises:
+            TaskControlError: the child has no terminal cutoff (nothing appended).
+            RunTerminalError: the body already returned.
+        """
+        self._check_open("abandon")
+        cut = _read_cutoff(self._store, handle.frontier_id)
+        if cut is None:
+            raise TaskControlError(
+                f"abandon: child has no terminal cutoff: {handle.frontier_id}"
+            )
+        self._relation_count += 1
+        intent = f"{self._run_id}:relation:abandoned:{self._relation_count}"
+        parents = [self._tail]
+        if _cutoff_tail(cut) != self._tail:
+            parents.append(_cutoff_tail(cut))
+        return self._relate(
+            intent,
+            handle.relation_id,
+            RelationKind.ABANDONED,
+            handle.execution_id,
+            handle.frontier_id,
+            tuple(parents),
+        )
+
+    def read_execution(self, execution_id: str) -> Execution:
+        """Return the terminal projection of a child this control knows.
+
+        Raises:
+            UnknownExecutionError: the execution is not one of its children.
+        """
+        frontier_id = self._known.get(execution_id)
+        if frontier_id is None:
+            raise UnknownExecutionError(
+                f"execution is not known to this control: {execution_id}"
+            )
+        return _project_terminal(
+            self._store, self._store.read_owner_cutoff(frontier_id)
+        )
+
+    def _relate(
+        self,
+        intent: str,
+        relation_id: str,
+        kind: RelationKind,
+        child_execution_id: str,
+        child_frontier_id: str,
+        caused_by: Sequence[str],
+    ) -> ExecutionRelation:
+        batch = create_execution_relation_batch(
+            append_intent_id=intent,
+            relation_id=relation_id,
+            relation_kind=kind,
+            parent_execution_id=self._execution_id,
+            child_execution_id=child_execution_id,
+            child_frontier_id=child_frontier_id,
+            caused_by=caused_by,
+        )
+        record_id = self._append(batch)
+        record = self._store.read_fact(TRUSTED_READ_CONTEXT, record_id)
+        assert isinstance(record, Record)  # a trusted payload read never hides
+        return execution_relation_from_fact(record)
+
+
+# ------------------------------------------------------------------ running
+
+
+@dataclass(frozen=True, slots=True)
+class _RunSpec:
+    task_ref: str
+    run_id: str
+    inputs: Mapping[str, object]
+    parent_execution_id: str | None = None
+    create_caused_by: tuple[str, ...] = ()
+    frontier_publisher: str | None = None
+    frontier_caused_by: tuple[str, ...] = ()
+
+    @property
+    def execution_id(self) -> str:
+        return execution_id_for(f"{self.run_id}:create")
+
+    @property
+    def frontier_id(self) -> str:
+        return frontier_id_for_run(self.run_id)
+
+
+class _Invocation(Protocol):
+    def __call__(self, control: TaskControl) -> None: ...
+
+
+def _begin(store: TraceStore, registry: Registry, spec: _RunSpec) -> TaskControl | None:
+    """Append the create batch; return the control, or None if already terminal."""
+    if _read_cutoff(store, spec.frontier_id) is not None:
+        return None
+    check_canonical(dict(spec.inputs), root="inputs")
+    batch = create_execution_batch(
+        append_intent_id=f"{spec.run_id}:create",
+        execution_id=spec.execution_id,
+        task_ref=spec.task_ref,
+        inputs=spec.inputs,
+        parent_execution_id=spec.parent_execution_id,
+        caused_by=spec.create_caused_by,
+    )
+    receipt = store.append(TRUSTED_APPEND_CONTEXT, batch)
+    return TaskControl(
+        store, registry, spec.run_id, spec.execution_id, receipt.fact_ids[-1]
+    )
+
+
+def _finish(
+    store: TraceStore, registry: Registry, spec: _RunSpec, control: TaskControl
+) -> None:
+    """Run the body inside the failure boundary, record its end, publish the cut."""
+    outputs, error = _call_body(registry, spec.task_ref, control)
+    control.close()
+    intent = spec.run_id
+    if error is None:
+        batch = complete_execution_batch(
+            append_intent_id=f"{intent}:complete",
+            execution_id=spec.execution_id,
+            outputs=outputs,
+            caused_by=(control.causal_tail,),
+        )
+    else:
+        batch = fail_execution_batch(
+            append_intent_id=f"{intent}:fail",
+            execution_id=spec.execution_id,
+            error=error,
+            caused_by=(control.causal_tail,),
+        )
+    terminal = store.append(TRUSTED_APPEND_CONTEXT, batch).fact_ids[-1]
+    publish_execution_frontier(
+        store,
+        TRUSTED_APPEND_CONTEXT,
+        frontier_id=spec.frontier_id,
+        target_execution_id=spec.execution_id,
+        through_fact_id=terminal,
+        publisher_execution_id=spec.frontier_publisher,
+        caused_by=spec.frontier_caused_by,
+    )
+
+
+def _call_body(
+    registry: Registry, task_ref: str, control: TaskControl
+) -> tuple[dict[str, object], str | None]:
+    try:
+        body = registry.lookup(task_ref)
+    except UnknownTaskError as error:
+        return {}, str(error)
+    try:
+        outputs = _coerce_outputs(_invoke(body, control))
+        check_canonical(outputs, root="outputs")
+    except Exception as error:  # the failure boundary: every body error is data
+        return {}, f"{type(error).__name__}: {error}"
+    return outputs, None
+
+
+def _invoke(body: TaskBody, control: TaskControl) -> object:
+    try:
+        parameters = inspect.signature(body).parameters
+    except (TypeError, ValueError):
+        return body(control)
+    return body() if not parameters else body(control)
+
+
+def _coerce_outputs(value: object) -> dict[str, object]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        dumped = dump(mode="json")
+        if isinstance(dumped, dict):
+            return dumped
+    return {"result": value}
+
+
+def _run_to_end(store: TraceStore, registry: Registry, spec: _RunSpec) -> None:
+    control = _begin(store, registry, spec)
+    if control is not None:
+        _finish(store, registry, spec, control)
+
+
+def _handle(store: TraceStore, spec: _RunSpec, completion: _Completion | None) -> Run:
+    return Run(store, spec.run_id, spec.execution_id, spec.frontier_id, completion)
+
+
+def _spec(
+    task_ref: str, run_id: str | None, inputs: Mapping[str, object] | None
+) -> _RunSpec:
+    return _RunSpec(task_ref, run_id or new_run_id(), dict(inputs or {}))
+
+
+def start_task_sync(
+    store: TraceStore,
+    registry: Registry,
+    task_ref: str,
+    run_id: str | None = None,
+    inputs: Mapping[str, object] | None = None,
+) -> Result[Run, TaskStartFailure]:
+    """Run task ``task_ref`` inline; the returned run is terminal.
+
+    Idempotent by the terminal frontier: a finished run id returns its handle
+    without appending or running the body again.
+
+    Returns:
+        ``Success(run)`` (a failed body is a ``failed`` execution), or
+        ``Failure`` when the run id was used with other content or the inputs
+        are not plain JSON; nothing was appended then.
+    """
+    spec = _spec(task_ref, run_id, inputs)
+    try:
+        control = _begin(store, registry, spec)
+    except (AppendIntentConflictError, CanonicalEncodingError) as error:
+        return Failure(error)
+    if control is not None:
+        _finish(store, registry, spec, control)
+    return Success(_handle(store, spec, None))
+
+
+def start_task(
+    store: TraceStore,
+    registry: Registry,
+    task_ref: str,
+    run_id: str | None = None,
+    inputs: Mapping[str, object] | None = None,
+) -> Result[Run, TaskStartFailure]:
+    """Start task ``task_ref`` and return a live handle at once.
+
+    The create records are appended before this returns (``snapshot`` shows a
+    running execution); the body runs in a background thread and ``wait``
+    blocks until the run is terminal.
+
+    Returns:
+        As :func:`start_task_sync`.
+    """
+    spec = _spec(task_ref, run_id, inputs)
+    try:
+        control = _begin(store, registry, spec)
+    except (AppendIntentConflictError, CanonicalEncodingError) as error:
+        return Failure(error)
+    if control is None:
+        return Success(_handle(store, spec, None))
+    completion = _Completion()
+
+    def runner() -> None:
+        try:
+            _finish(store, registry, spec, control)
+        except BaseException as error:  # handed to wait(); the thread must not die
+            completion.error = error
+        finally:
+            completion.done.set()
+
+    threading.Thread(target=runner, name=f"task {spec.run_id}", daemon=True).start()
+    return Success(_handle(store, spec, completion))
