@@ -93,7 +93,7 @@ def _content(contents: dict[str, RecordContent], entry: EntryRow) -> RecordConte
 class _SliceBuilder:
     def __init__(self, reader: StoreReader, profile: str) -> None:
         self.reader = reader
-        self.profile = profile
+        self.profile = VisibilityProfile(profile).value
         self.shape_only = profile == VisibilityProfile.SHAPE_ONLY
         self.facts: dict[str, VisibleRecord] = {}
         self.paths: dict[str, list[str]] = {}
@@ -181,7 +181,7 @@ class _SliceBuilder:
             contexts = self._contexts()
         return TraceSlice(
             frontier=frontier,
-            visibility_profile=self.profile,
+            visibility_profile=str(self.profile),
             mode_filter=mode_filter,
             facts_by_id=self.facts,
             contexts_by_id=contexts,
