@@ -189,6 +189,7 @@ class ProjectionRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        self._subscriber = f"projection-runner:{id(self)}"
 
     # ------------------------------------------------------------ queries
 
@@ -348,9 +349,7 @@ class ProjectionRunner:
             return
         self._stop.clear()
         self._failure = None
-        subscription = (
-            self._bus.subscribe(f"projection-runner:{id(self)}") if self._bus else None
-        )
+        subscription = self._bus.subscribe(self._subscriber) if self._bus else None
         self._thread = threading.Thread(
             target=self._run,
             args=(subscription,),
@@ -386,6 +385,8 @@ class ProjectionRunner:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the background thread (idempotent); the position stays committed."""
         self._stop.set()
+        if self._bus is not None:
+            self._bus.unsubscribe(self._subscriber)  # wakes a thread waiting on it
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
