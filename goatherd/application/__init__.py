@@ -7,6 +7,10 @@ the domain and projections, never SQLAlchemy, HTTP or driver libraries.
 from goatherd.application import (
     errors,
     ports,
+    recovery,
+    runtime,
+    scope_manager,
+    settle,
     substrates,
     supervisor,
     tasks,
@@ -15,6 +19,10 @@ from goatherd.application import materialize as materialize_module
 from goatherd.application.errors import *
 from goatherd.application.materialize import *
 from goatherd.application.ports import *
+from goatherd.application.recovery import *
+from goatherd.application.runtime import *
+from goatherd.application.scope_manager import *
+from goatherd.application.settle import *
 from goatherd.application.substrates import *
 from goatherd.application.supervisor import *
 from goatherd.application.tasks import *
@@ -23,6 +31,10 @@ __all__: list[str] = []
 __all__ += errors.__all__
 __all__ += materialize_module.__all__
 __all__ += ports.__all__
+__all__ += recovery.__all__
+__all__ += runtime.__all__
+__all__ += scope_manager.__all__
+__all__ += settle.__all__
 __all__ += substrates.__all__
 __all__ += supervisor.__all__
 __all__ += tasks.__all__

@@ -3,10 +3,11 @@
 ``bootstrap.py`` is the only composition root.
 """
 
-from goatherd.infrastructure import bus, sandbox, substrates
+from goatherd.infrastructure import bus, eventstore, sandbox, substrates
 from goatherd.infrastructure import projection_runner, projection_views, traceui
 from goatherd.infrastructure import store
 from goatherd.infrastructure.bus import *
+from goatherd.infrastructure.eventstore import *
 from goatherd.infrastructure.projection_runner import *
 from goatherd.infrastructure.projection_views import *
 from goatherd.infrastructure.sandbox import *
@@ -16,6 +17,7 @@ from goatherd.infrastructure.traceui import *
 
 __all__: list[str] = []
 __all__ += bus.__all__
+__all__ += eventstore.__all__
 __all__ += projection_runner.__all__
 __all__ += projection_views.__all__
 __all__ += sandbox.__all__

@@ -1,0 +1,246 @@
+"""Recovery: rebuild a :class:`ScopeManager` from the trace after a restart.
+
+The trace is the registry (runtime-spec 9): fork records give the tree,
+merged/discarded/halt records the terminal states, the blob table the
+checkpoints (minus restored ones), sealed/settled records the outputs.
+Sandboxes come back ONLY through the host's resolver: roots first, then
+isolated children in tree order (parents first); shared children inherit.
+A resolver error fails the whole recovery. Checkpoints whose recorded revision
+the re-adopted workspace has left are invalid, never restorable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from returns.result import Result
+
+from goatherd.application.ports import Sandbox
+from goatherd.application.runtime import RuntimeEventStore, RuntimeFailure
+from goatherd.application.scope_manager import _CheckpointEntry, _ScopeEntry, attempt
+from goatherd.application.settle import ScopeManager
+from goatherd.domain import (
+    SCHEMA_CHECKPOINT_RESTORED,
+    SCHEMA_RUN_OUTPUT_SEALED,
+    SCHEMA_SCOPE_DISCARDED,
+    SCHEMA_SCOPE_FORKED,
+    SCHEMA_SCOPE_MERGED,
+    SCHEMA_SUPERVISOR_HALT,
+    RuntimeRuleError,
+    ScopeAggregate,
+    owner_of_scope,
+)
+
+__all__ = ["RecoverOptions", "RecoveryError", "RecoveryStats", "recover_scopes"]
+
+Resolver = Callable[[str, str, str], Sandbox | None]
+
+
+class RecoveryError(RuntimeRuleError):
+    """Raised when the trace cannot be recovered (inconsistent or refused)."""
+
+
+@dataclass(slots=True)
+class RecoveryStats:
+    """Raw records read by each scan and the scan phase's wall time."""
+
+    fork_records: int = 0
+    terminal_records: int = 0
+    checkpoint_blobs: int = 0
+    sealed_outputs: int = 0
+    scan_duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RecoverOptions:
+    """How to recover: the sandbox resolver and where to report stats."""
+
+    resolver: Resolver | None = None
+    stats: RecoveryStats | None = None
+
+
+def recover_scopes(
+    events: RuntimeEventStore, options: RecoverOptions | None = None
+) -> Result[ScopeManager, RuntimeFailure]:
+    """Rebuild the scope tree, checkpoints and outputs from the trace."""
+    opts = options or RecoverOptions()
+    return attempt(lambda: _recover(events, opts))
+
+
+def _recover(events: RuntimeEventStore, opts: RecoverOptions) -> ScopeManager:
+    stats = opts.stats if opts.stats is not None else RecoveryStats()
+    started = time.perf_counter()
+    manager = ScopeManager(events)
+    trace = events.trace
+    edges = _scan_forks(events, stats)
+    owners: dict[str, None] = {}
+    for parent, child in edges:
+        owners.setdefault(parent)
+        owners.setdefault(child)
+    _check_terminals(events, stats)
+    for owner in owners:
+        manager._register_recovered_scope(owner, _ScopeEntry())
+    _recover_checkpoints(manager, events, stats)
+    sealed = trace.scan_records_by_schema(SCHEMA_RUN_OUTPUT_SEALED)
+    stats.sealed_outputs = len({e.record.record_id for e in sealed})
+    for entry in sealed:
+        payload = entry.record.payload
+        out_id = str(payload.get("output_id", ""))
+        if not out_id or entry.record.trace_owner_id == out_id:
+            continue
+        owner = owner_of_scope(str(payload.get("scope", "")))
+        if owner not in manager._scopes:
+            manager._register_recovered_scope(owner, _ScopeEntry())
+        manager._register_recovered_output(out_id, _seq_of(out_id))
+    stats.scan_duration = time.perf_counter() - started
+    if opts.resolver is not None:
+        _readopt(manager, opts.resolver)
+        _mark_stale(manager)
+    return manager
+
+
+def _scan_forks(
+    events: RuntimeEventStore, stats: RecoveryStats
+) -> list[tuple[str, str]]:
+    entries = events.trace.scan_records_by_schema(SCHEMA_SCOPE_FORKED)
+    edges: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for entry in entries:
+        record = entry.record
+        child = record.payload.get("child_owner")
+        if not child:
+            raise RecoveryError(
+                f"fork record {record.record_id} on {record.trace_owner_id}"
+                " has no child_owner"
+            )
+        if record.trace_owner_id == child or record.record_id in seen:
+            continue
+        seen.add(record.record_id)
+        edges.append((record.trace_owner_id, str(child)))
+        _check_path(record.payload.get("sandbox_path"), record.record_id)
+    stats.fork_records = len(seen)
+    return edges
+
+
+def _check_path(path: object, record_id: str) -> None:
+    if path and not os.path.isabs(str(path)):
+        raise RecoveryError(
+            f"fork record {record_id} recorded a non-absolute sandbox path {path!r}"
+        )
+
+
+def _check_terminals(events: RuntimeEventStore, stats: RecoveryStats) -> None:
+    entries = events.trace.scan_records_by_schema(
+        SCHEMA_SCOPE_MERGED, SCHEMA_SCOPE_DISCARDED, SCHEMA_SUPERVISOR_HALT
+    )
+    states: dict[str, str] = {}
+    counted: set[tuple[str, str]] = set()
+    for entry in entries:
+        record = entry.record
+        schema = record.envelope.schema_ref
+        if schema == SCHEMA_SUPERVISOR_HALT:
+            owner, state = record.trace_owner_id, "discarded"
+        else:
+            owner = str(record.payload.get("child_owner", ""))
+            state = "merged" if schema == SCHEMA_SCOPE_MERGED else "discarded"
+            if record.trace_owner_id == owner:
+                continue
+        counted.add((record.record_id, record.trace_owner_id))
+        if owner and states.setdefault(owner, state) != state:
+            raise RecoveryError(
+                f"owner {owner} is recorded both {states[owner]} and {state}:"
+                " the trace is inconsistent"
+            )
+    stats.terminal_records = len(counted)
+
+
+def _recover_checkpoints(
+    manager: ScopeManager, events: RuntimeEventStore, stats: RecoveryStats
+) -> None:
+    blobs, corrupt = events.trace.load_checkpoint_blobs()
+    stats.checkpoint_blobs = len(blobs) + len(corrupt)
+    restored = {
+        str(e.record.payload.get("checkpoint_id"))
+        for e in events.trace.scan_records_by_schema(SCHEMA_CHECKPOINT_RESTORED)
+    }
+    for blob in blobs:
+        if blob.checkpoint_id in manager._checkpoints:
+            raise RecoveryError(f"duplicate checkpoint id {blob.checkpoint_id}")
+        owner = owner_of_scope(blob.scope_id)
+        if owner not in manager._scopes:
+            manager._register_recovered_scope(owner, _ScopeEntry())
+        created = datetime.fromtimestamp(blob.created_at_ns / 1e9, UTC)
+        entry = _CheckpointEntry(blob.seq, blob.state, blob.snapshot, created)
+        entry.invalid = blob.checkpoint_id in restored
+        manager._register_recovered_checkpoint(blob.checkpoint_id, entry)
+
+
+def _readopt(manager: ScopeManager, resolver: Resolver) -> None:
+    owners = list(manager._scopes)
+    aggs = {o: manager._aggregate(o) for o in owners}
+    for owner in owners:
+        if aggs[owner].parent_owner is None:
+            sandbox = _resolve(resolver, owner, "", "")
+            manager._scopes[owner].sandbox = sandbox
+    for owner in _tree_order(aggs):
+        agg = aggs[owner]
+        if agg.parent_owner is None:
+            continue
+        entry = manager._scopes[owner]
+        if agg.isolated:
+            entry.sandbox = _resolve(
+                resolver, owner, agg.sandbox_backend, agg.sandbox_path
+            )
+            entry.owns_sandbox = entry.sandbox is not None
+        else:
+            parent = manager._scopes.get(agg.parent_owner)
+            entry.sandbox = parent.sandbox if parent else None
+
+
+def _resolve(resolver: Resolver, owner: str, backend: str, path: str) -> Sandbox | None:
+    scope_id = "scope:" + owner
+    try:
+        return resolver(scope_id, backend, path)
+    except Exception as error:
+        raise RecoveryError(
+            f"recover scope {scope_id}: re-adopt sandbox: {error}"
+        ) from error
+
+
+def _tree_order(aggs: dict[str, ScopeAggregate]) -> list[str]:
+    order: list[str] = []
+    stack = [
+        o
+        for o, a in aggs.items()
+        if a.parent_owner is None or a.parent_owner not in aggs
+    ]
+    while stack:
+        owner = stack.pop(0)
+        order.append(owner)
+        stack.extend(c for c in aggs[owner].children if c in aggs)
+    return order
+
+
+def _mark_stale(manager: ScopeManager) -> None:
+    for cp_id, entry in manager._checkpoints.items():
+        owner = manager._checkpoint_agg(cp_id).scope_owner
+        scope = manager._scopes.get(owner)
+        if scope is None or scope.sandbox is None or entry.invalid:
+            continue
+        try:
+            live = scope.sandbox.capture()
+        except Exception:  # noqa: S112 - unknown staleness leaves it valid
+            continue
+        if live.revision != entry.workspace.revision:
+            entry.invalid = True
+
+
+def _seq_of(identifier: str) -> int:
+    try:
+        return int(identifier.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return 0
