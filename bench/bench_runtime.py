@@ -45,7 +45,8 @@ def run() -> None:
         path = Path(tmp) / "bench.db"
         rate = _cycles(path, 300)
         print(
-            f"fork + seal + settle(select), memory sandbox, SQLite file: {rate:.0f} cycles/s (target >= 300)"
+            "fork + seal + settle(select), memory sandbox, SQLite file:"
+            f" {rate:.0f} cycles/s (target >= 300)"
         )
         seconds, stats, entries = _recover(path)
         print(
