@@ -355,7 +355,10 @@ class Supervisor:
             SCOPE_ID_PREFIX
         )
         source = "gate" if gate else "watch"
-        key = trigger or secrets.token_hex(16)
+        position = getattr(event, "position", None)
+        # The same content can be appended many times (one record id, several
+        # path entries); the log position tells those occurrences apart.
+        key = f"{trigger}@{position}" if trigger else secrets.token_hex(16)
         draft = RecordDraft(
             mode=CAPTURE,
             schema_ref=INTERVENTION_SCHEMA_REF,
@@ -367,6 +370,7 @@ class Supervisor:
                 "source": source,
                 "payload": _json_payload(intervention.payload),
                 "trigger_record_id": trigger or None,
+                "trigger_position": position if isinstance(position, int) else None,
                 "trigger_schema_ref": event.schema_ref,
             },
         )
