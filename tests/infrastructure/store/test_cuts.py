@@ -87,7 +87,7 @@ class TestPublish:
     def test_a_frontier_id_naming_another_cutoff_is_refused_unchanged(
         self, store: SqlAlchemyTraceStore
     ) -> None:
-        first, second, spec = _published(store)
+        _first, second, spec = _published(store)
         store.publish_cut(CTX, spec)
         before = dump(store)
         with pytest.raises(TraceStoreError, match="already names a different cutoff"):
