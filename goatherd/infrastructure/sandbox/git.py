@@ -1,0 +1,346 @@
+"""The ``git`` sandbox: a repository in place, or a detached worktree per scope.
+
+In-place mode materializes on the user's repository (``create`` only
+validates, ``destroy`` is a no-op: it never deletes what it did not create).
+Worktree mode creates a detached worktree on ``create`` and removes it on
+``destroy``. Both capture content-addressed states (see ``gitstate``), apply
+them exactly (``reset --hard`` to the captured HEAD, ``clean -fd``, then the
+captured tree's paths), diff against the captured tree, and merge deltas
+three-way per path. With a containment backend, ``exec`` runs commands
+confined to the workspace. The backend self-registers as ``git``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from goatherd.application.errors import (
+    ApplyConflictError,
+    GitError,
+    SandboxConfigError,
+    SandboxError,
+    UnsupportedError,
+)
+from goatherd.application.ports import (
+    CONTAINMENT_BUFFERED,
+    CONTAINMENT_CONTAINED,
+    CONTAINMENT_UNCONTAINED,
+    ContainmentBackend,
+    ExecRequest,
+    ExecResult,
+    SandboxCapabilities,
+    SandboxSpec,
+    truncate_diff,
+)
+from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.sandbox.gitrunner import GitRunner, nul_list, scratch_index
+from goatherd.infrastructure.sandbox.gitstate import (
+    GIT_BACKEND,
+    capture_state,
+    capture_tree,
+    changes_between,
+    locate,
+    materialize,
+    resolve_state,
+)
+from goatherd.infrastructure.sandbox.merge import conflicting_paths
+from goatherd.infrastructure.sandbox.paths import resolve_inside
+from goatherd.infrastructure.sandbox.registry import register_sandbox
+
+__all__ = [
+    "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "GitSandbox",
+    "GitSandboxConfig",
+    "new_local_git_sandbox",
+    "new_worktree_sandbox",
+]
+
+DEFAULT_EXEC_TIMEOUT_SECONDS = 600.0
+_DIFF_FLAGS = ("--no-ext-diff", "--no-color", "--no-renames", "--src-prefix=a/")
+
+
+@dataclass(frozen=True, slots=True)
+class GitSandboxConfig:
+    """Configuration for ``open_sandbox("git", config)``.
+
+    Attributes:
+        repo_path: the repository's top-level directory.
+        worktree_path: a detached worktree to create (``None``: in place).
+        exec_backend: a containment backend that confines ``exec``
+            (``None``: ``exec`` is unsupported).
+        extra_writable_roots: more directories a confined command may write
+            (the workspace itself always is).
+    """
+
+    repo_path: str | os.PathLike[str]
+    worktree_path: str | os.PathLike[str] | None = None
+    exec_backend: ContainmentBackend | None = None
+    extra_writable_roots: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _absolute(path: str | os.PathLike[str]) -> Path:
+    return Path(os.path.normpath(os.path.abspath(os.fspath(path))))
+
+
+class GitSandbox:
+    """A git working tree as a sandbox (in place or a detached worktree)."""
+
+    def __init__(self, config: GitSandboxConfig) -> None:
+        self._repo = _absolute(config.repo_path)
+        self._worktree = (
+            None if config.worktree_path is None else _absolute(config.worktree_path)
+        )
+        if self._worktree is not None and self._worktree == self._repo:
+            raise SandboxConfigError(
+                f"git sandbox: worktree path {self._worktree} is the repository itself"
+            )
+        self._exec_backend = config.exec_backend
+        self._extra_roots = tuple(config.extra_writable_roots)
+        self._spec = SandboxSpec()
+        self._lock = threading.Lock()
+        self._git = GitRunner(self.workdir)
+
+    # ------------------------------------------------------------ identity
+    @property
+    def workdir(self) -> Path:
+        """The directory this sandbox works in (the worktree, else the repo)."""
+        return self._worktree or self._repo
+
+    def backend(self) -> str:
+        return GIT_BACKEND
+
+    def address(self) -> str:
+        """Return the normalized absolute path of the working directory."""
+        return str(self.workdir)
+
+    def capabilities(self) -> SandboxCapabilities:
+        isolated = self._worktree is not None
+        if self._exec_backend is not None:
+            containment = CONTAINMENT_CONTAINED
+        else:
+            containment = CONTAINMENT_BUFFERED if isolated else CONTAINMENT_UNCONTAINED
+        return SandboxCapabilities(
+            lifecycle=isolated,
+            exec=self._exec_backend is not None,
+            file_io=False,
+            diff=True,
+            isolated=isolated,
+            containment=containment,
+        )
+
+    # ------------------------------------------------------------ lifecycle
+    def create(self, spec: SandboxSpec) -> None:
+        """Validate the repository; in worktree mode add the detached worktree.
+
+        Raises:
+            SandboxError: the repository is not one, the worktree path lies
+                inside the repository or already holds files.
+        """
+        self._spec = spec
+        repo_git = GitRunner(self._repo)
+        head = self._validate_repository(repo_git)
+        if self._worktree is None:
+            return
+        with self._lock:
+            self._add_worktree(repo_git, head, self._worktree)
+
+    def _validate_repository(self, repo_git: GitRunner) -> str:
+        if not self._repo.is_dir():
+            raise SandboxError(f"git sandbox: {self._repo} is not a git repository")
+        try:
+            top, head = repo_git.text("rev-parse", "--show-toplevel", "HEAD").split(
+                "\n"
+            )
+        except GitError as exc:
+            raise SandboxError(
+                f"git sandbox: {self._repo} is not a git repository "
+                f"with a commit: {exc.stderr}"
+            ) from exc
+        if os.path.realpath(top) != os.path.realpath(self._repo):
+            raise SandboxError(
+                f"git sandbox: {self._repo} is inside the repository {top}, not its top"
+            )
+        return head
+
+    def _add_worktree(self, repo_git: GitRunner, head: str, target: Path) -> None:
+        real_repo = os.path.realpath(self._repo)
+        real_target = os.path.realpath(target)
+        if real_target.startswith(real_repo + os.sep):
+            raise SandboxError(
+                f"git sandbox: worktree path {target} lies inside the repository "
+                f"{self._repo}; its captures would swallow the worktree"
+            )
+        repo_git.run("worktree", "prune")
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise SandboxError(
+                f"git sandbox: worktree path {target} already exists and is not empty "
+                "(another scope's worktree or user data); refusing to reuse it"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        repo_git.run("worktree", "add", "--detach", str(target), head)
+
+    def destroy(self) -> None:
+        """Remove the worktree (in place: nothing). Idempotent.
+
+        Raises:
+            SandboxError: naming both failures when neither ``git worktree
+                remove`` nor the directory removal fallback worked.
+        """
+        if self._worktree is None:
+            return
+        with self._lock:
+            self._remove_worktree(self._worktree)
+
+    def _remove_worktree(self, target: Path) -> None:
+        repo_git = GitRunner(self._repo)
+        if target.exists():
+            try:
+                repo_git.run("worktree", "remove", "--force", str(target))
+            except (GitError, SandboxError) as first:
+                if not (target / ".git").is_file():
+                    raise SandboxError(
+                        f"git sandbox: {target} is not a worktree we created; "
+                        f"left in place ({first})"
+                    ) from first
+                try:
+                    shutil.rmtree(target)
+                except OSError as second:
+                    raise SandboxError(
+                        f"git sandbox: cannot remove worktree {target}: "
+                        f"{first}; fallback removal failed: {second}"
+                    ) from second
+        repo_git.run("worktree", "prune")
+
+    # ------------------------------------------------------------ states
+    def capture(self) -> WorkspaceState:
+        """Capture the working tree (index and files untouched)."""
+        return capture_state(self._git)
+
+    def apply(self, state: WorkspaceState) -> None:
+        """Reset the working tree exactly to ``state`` (reusable).
+
+        The state is validated before anything changes. Then HEAD is reset
+        to the captured HEAD (rolling back later commits), untracked files
+        are cleaned (ignored ones stay), and the captured tree's paths are
+        written; the index is left at the captured HEAD, so the captured
+        changes show as unstaged.
+        """
+        resolved = resolve_state(self._git, state)
+        changes = changes_between(self._git, resolved.head_tree, resolved.tree)
+        with self._lock:
+            self._git.run("reset", "-q", "--hard", resolved.head)
+            self._git.run("clean", "-fdq")
+            materialize(self._git, resolved.tree, changes.values())
+
+    def diff(self, state: WorkspaceState, max_lines: int = 0) -> tuple[str, list[str]]:
+        """Diff the captured tree against the working tree now (read-only)."""
+        resolved = resolve_state(self._git, state)
+        head, real_index = locate(self._git)
+        with scratch_index(real_index) as scratch:
+            if not scratch.seeded:
+                self._git.run("read-tree", head, env=scratch.env)
+            self._git.run("add", "-A", env=scratch.env)
+            base = ("diff", "--cached", *_DIFF_FLAGS, "--dst-prefix=b/", resolved.tree)
+            names = self._git.run(*base, "--name-only", "-z", env=scratch.env)
+            text = self._git.run(*base, env=scratch.env)
+        decoded = text.decode("utf-8", "replace")
+        return truncate_diff(decoded, max_lines), nul_list(names)
+
+    def apply_delta(
+        self, delta: WorkspaceState, base: WorkspaceState | None = None
+    ) -> None:
+        """Merge ``delta``'s changes since ``base`` into the working tree.
+
+        ``base`` defaults to the HEAD the delta was captured on. Paths only
+        the delta changed are written (the index is not touched, so staged
+        work survives); paths both sides changed identically are fine.
+
+        Raises:
+            ApplyConflictError: listing the paths both sides changed
+                differently; the working tree is untouched.
+        """
+        theirs = resolve_state(self._git, delta)
+        base_tree = resolve_state(self._git, base).tree if base else theirs.head_tree
+        ours = capture_tree(self._git)
+        their_changes = changes_between(self._git, base_tree, theirs.tree)
+        our_changes = changes_between(self._git, base_tree, ours.tree)
+        conflicts = conflicting_paths(their_changes, our_changes)
+        if conflicts:
+            raise ApplyConflictError(
+                conflicts, "the delta and the workspace both changed"
+            )
+        todo = [c for p, c in their_changes.items() if our_changes.get(p) != c]
+        with self._lock:
+            materialize(self._git, theirs.tree, todo)
+
+    # ------------------------------------------------------------ exec
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run a command confined by the exec backend, in the workspace.
+
+        Raises:
+            UnsupportedError: without an exec backend.
+            WorkspaceEscapeError: when ``request.cwd`` leaves the workspace.
+            ContainmentUnavailableError: when confinement cannot be enforced
+                (the command does not run).
+        """
+        if self._exec_backend is None:
+            raise UnsupportedError(
+                GIT_BACKEND,
+                "exec",
+                "this backend owns git state only; give it an exec backend",
+            )
+        cwd = resolve_inside(self.workdir, request.cwd, allow_root=True)
+        if not cwd.is_dir():
+            raise SandboxError(
+                f"git sandbox: working directory {request.cwd!r} does not exist"
+            )
+        env = {**self._spec.env, **request.env}
+        timeout = request.timeout or self._spec.timeout or DEFAULT_EXEC_TIMEOUT_SECONDS
+        confined = ExecRequest(
+            request.command, request.args, str(cwd), env, timeout, request.stdin
+        )
+        roots = (str(self.workdir), *self._extra_roots)
+        return self._exec_backend.run(confined, writable_roots=roots, cwd=str(cwd))
+
+    def read_file(self, path: str) -> bytes:
+        raise UnsupportedError(
+            GIT_BACKEND, "read_file", "this backend owns git state only"
+        )
+
+    def write_file(self, path: str, data: bytes, perm: int = 0o644) -> None:
+        raise UnsupportedError(
+            GIT_BACKEND, "write_file", "this backend owns git state only"
+        )
+
+
+def new_local_git_sandbox(
+    repo_path: str | os.PathLike[str], *, exec_backend: ContainmentBackend | None = None
+) -> GitSandbox:
+    """Return an in-place sandbox on ``repo_path`` (``destroy`` is a no-op)."""
+    return GitSandbox(GitSandboxConfig(repo_path, exec_backend=exec_backend))
+
+
+def new_worktree_sandbox(
+    repo_path: str | os.PathLike[str],
+    worktree_path: str | os.PathLike[str],
+    *,
+    exec_backend: ContainmentBackend | None = None,
+) -> GitSandbox:
+    """Return a sandbox that owns a detached worktree of ``repo_path``."""
+    return GitSandbox(GitSandboxConfig(repo_path, worktree_path, exec_backend))
+
+
+def _open_git(config: object) -> GitSandbox:
+    if not isinstance(config, GitSandboxConfig):
+        raise SandboxConfigError(
+            "git sandbox: config must be a GitSandboxConfig, "
+            f"got {type(config).__name__}"
+        )
+    return GitSandbox(config)
+
+
+register_sandbox(GIT_BACKEND, _open_git)
