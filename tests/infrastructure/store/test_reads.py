@@ -66,7 +66,7 @@ class TestReadFact:
         receipt = store.append(CTX, batch("i:1", "exec:a", draft(1)))
         shape = store.read_fact(SHAPES, receipt.fact_ids[0])
         assert isinstance(shape, RecordShape)
-        assert not isinstance(shape, Record)
+        assert not isinstance(shape, Record)  # type: ignore[unreachable]
         assert shape.fact_kind == "step"
 
     def test_full_internal_needs_the_trusted_ref_not_the_trust_mode(
@@ -231,7 +231,7 @@ class TestCausalClosure:
 
     def test_options_are_keyword_only(self, store: SqlAlchemyTraceStore) -> None:
         with pytest.raises(TypeError):
-            store.read_causal_closure(READ, [], "payload")  # type: ignore[misc]
+            store.read_causal_closure(READ, [], "payload")  # type: ignore[call-arg]
 
     def test_empty_roots_give_an_empty_slice(self, store: SqlAlchemyTraceStore) -> None:
         assert store.read_causal_closure(READ, []).facts_by_id == {}
