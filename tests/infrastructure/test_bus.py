@@ -6,9 +6,20 @@ import asyncio
 import queue
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    TRUSTED_READ_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    Record,
+    RecordDraft,
+    UnknownFactError,
+)
 from goatherd.domain.effects import EffectEvent
 from goatherd.infrastructure.bus import (
     DEFAULT_BUS_BUFFER_SIZE,
@@ -16,6 +27,7 @@ from goatherd.infrastructure.bus import (
     Subscription,
     SubscriptionClosedError,
 )
+from goatherd.infrastructure.store import SQLiteTraceStore
 
 
 def event(n: int, owner: str = "agent:main") -> EffectEvent:
@@ -339,3 +351,162 @@ class TestAsyncIteration:
         assert sub._wakers == []
         bus.publish(event(0))  # no loop to wake: must not raise
         assert sub.get_nowait().position == 0
+
+
+# ------------------------------------------------------------ with the store
+
+
+def store_batch(intent: str, parent: str | None = None) -> AppendBatch:
+    """Two groups on two owners (three drafts), with group and explicit parents."""
+    group_parents = (parent,) if parent else ()
+    first = AppendGroup(
+        trace_owner_id="agent:main",
+        causal_parents=group_parents,
+        fact_drafts=(
+            RecordDraft(
+                mode="declaration",
+                schema_ref="app.tool.bash.v1",
+                payload={"cmd": "ls", "intent": intent},
+                kind_label="bash",
+            ),
+            RecordDraft(
+                mode="capture",
+                schema_ref="app.tool.bash.v1.applied",
+                payload={"ok": True, "intent": intent},
+            ),
+        ),
+    )
+    second = AppendGroup(
+        trace_owner_id="agent:child",
+        fact_drafts=(
+            RecordDraft(
+                mode="capture",
+                schema_ref="app.note.v1",
+                payload={"intent": intent},
+                caused_by_fact_ids=group_parents,
+            ),
+        ),
+    )
+    return AppendBatch(append_intent_id=intent, groups=(first, second))
+
+
+@pytest.fixture
+def store_with_bus(tmp_path: Path) -> Iterator[tuple[SQLiteTraceStore, EffectBus]]:
+    bus = EffectBus(1000)
+    store = SQLiteTraceStore(tmp_path / "trace.sqlite")
+    assert store.with_bus(bus) is store
+    try:
+        yield store, bus
+    finally:
+        store.close()
+        bus.close()
+
+
+class TestStorePublishing:
+    def test_one_event_per_record_in_append_order_with_the_record_fields(
+        self, store_with_bus: tuple[SQLiteTraceStore, EffectBus]
+    ) -> None:
+        store, bus = store_with_bus
+        sub = bus.subscribe("watcher")
+        first = store.append(TRUSTED_APPEND_CONTEXT, store_batch("i1"))
+        second = store.append(
+            TRUSTED_APPEND_CONTEXT, store_batch("i2", first.fact_ids[0])
+        )
+        events = sub.drain()
+
+        # one event per ordinary record (witnesses are not published), in order
+        assert [e.record_id for e in events] == [*first.fact_ids, *second.fact_ids]
+        commits = [*first.commit_receipts, *second.commit_receipts]
+        assert [f"commit:{e.position}" for e in events] == commits
+        assert [e.intent_id for e in events] == ["i1"] * 3 + ["i2"] * 3
+        assert [(e.trace_owner_id, e.owner_ordinal) for e in events] == [
+            ("agent:main", 0),
+            ("agent:main", 1),
+            ("agent:child", 0),
+            ("agent:main", 2),
+            ("agent:main", 3),
+            ("agent:child", 1),
+        ]
+        # each event carries what the store retained for that path entry
+        for event in events:
+            record = store.read_fact(TRUSTED_READ_CONTEXT, event.record_id)
+            assert isinstance(record, Record)
+            assert event.mode == record.envelope.mode
+            assert event.schema_ref == record.envelope.schema_ref
+            assert event.causal_parents == record.envelope.caused_by_record_ids
+            assert dict(event.payload) == dict(record.payload)
+            assert event.timestamp is not None
+        assert [e.kind_label for e in events[:3]] == [
+            "bash",
+            "app.tool.bash.v1.applied",
+            "app.note.v1",
+        ]
+        assert events[3].causal_parents == (first.fact_ids[0],)
+        assert events[5].causal_parents == (first.fact_ids[0],)
+
+    def test_an_idempotent_replay_publishes_nothing(
+        self, store_with_bus: tuple[SQLiteTraceStore, EffectBus]
+    ) -> None:
+        store, bus = store_with_bus
+        store.append(TRUSTED_APPEND_CONTEXT, store_batch("i1"))
+        sub = bus.subscribe("late")
+        again = store.append(TRUSTED_APPEND_CONTEXT, store_batch("i1"))
+        assert len(again.fact_ids) == 3
+        assert sub.drain() == ()
+
+    def test_a_failed_append_publishes_nothing_and_stores_nothing(
+        self, store_with_bus: tuple[SQLiteTraceStore, EffectBus]
+    ) -> None:
+        store, bus = store_with_bus
+        sub = bus.subscribe("watcher")
+        before = (store.fact_count(), store.max_position())
+        with pytest.raises(UnknownFactError):
+            store.append(
+                TRUSTED_APPEND_CONTEXT, store_batch("bad", "sha256:" + "0" * 64)
+            )
+        assert sub.drain() == ()
+        assert (store.fact_count(), store.max_position()) == before
+
+    def test_events_are_published_only_after_the_commit_is_visible(
+        self, tmp_path: Path, store_with_bus: tuple[SQLiteTraceStore, EffectBus]
+    ) -> None:
+        store, bus = store_with_bus
+        sub = bus.subscribe("checker")
+        reader = SQLiteTraceStore(tmp_path / "trace.sqlite")
+        unseen: list[str] = []
+
+        def check() -> None:
+            # a second connection must already see every record it is told about
+            for event in sub:
+                try:
+                    reader.read_fact(TRUSTED_READ_CONTEXT, event.record_id)
+                except UnknownFactError:
+                    unseen.append(event.record_id)
+
+        thread = threading.Thread(target=check)
+        thread.start()
+        try:
+            for n in range(30):
+                store.append(TRUSTED_APPEND_CONTEXT, store_batch(f"v{n}"))
+        finally:
+            bus.unsubscribe("checker")
+            thread.join(timeout=30)
+            reader.close()
+        assert unseen == []
+        assert sub.dropped == 0
+
+    def test_a_store_without_subscribers_or_bus_appends_normally(
+        self, tmp_path: Path
+    ) -> None:
+        bus = EffectBus()
+        with SQLiteTraceStore(tmp_path / "a.sqlite") as store:
+            store.with_bus(bus)
+            receipt = store.append(TRUSTED_APPEND_CONTEXT, store_batch("i1"))
+            assert len(receipt.fact_ids) == 3
+        bus.close()
+        with SQLiteTraceStore(tmp_path / "b.sqlite").with_bus(bus) as store:
+            # a closed bus is a no-op
+            assert (
+                len(store.append(TRUSTED_APPEND_CONTEXT, store_batch("i1")).fact_ids)
+                == 3
+            )
