@@ -3,9 +3,16 @@
 ``bootstrap.py`` is the only composition root.
 """
 
-from goatherd.infrastructure import bus, eventstore, sandbox, substrates
-from goatherd.infrastructure import projection_runner, projection_views, traceui
-from goatherd.infrastructure import store
+from goatherd.infrastructure import (
+    bus,
+    eventstore,
+    projection_runner,
+    projection_views,
+    sandbox,
+    store,
+    substrates,
+    traceui,
+)
 from goatherd.infrastructure.bus import *
 from goatherd.infrastructure.eventstore import *
 from goatherd.infrastructure.projection_runner import *
