@@ -512,6 +512,23 @@ class SqlAlchemyTraceStore:
             ).scalar()
         return -1 if value is None else int(value)
 
+    def read_path(
+        self, owner: str, after_ordinal: int = -1, limit: int | None = None
+    ) -> tuple[LogEntry, ...]:
+        """Return ``owner``'s path entries with ordinal > ``after_ordinal``, in order.
+
+        Witness path entries (which have no log position) report position -1.
+        """
+        stmt = (
+            select(*_LOG_COLUMNS)
+            .where(path_entries.c.path_ref == owner)
+            .where(path_entries.c.path_ordinal > after_ordinal)
+            .order_by(path_entries.c.path_ordinal)
+        )
+        if limit is not None:
+            stmt = stmt.limit(max(limit, 0))
+        return self._log_entries(stmt)
+
     def scan_records_by_schema(self, *schema_refs: str) -> tuple[LogEntry, ...]:
         """Return every path entry of records with these schemas, by (path, ordinal).
 
