@@ -29,9 +29,9 @@ from sqlalchemy import (
 )
 
 __all__ = [
+    "METADATA",
     "META_NEXT_COMMIT",
     "META_SCHEMA",
-    "METADATA",
     "SCHEMA_VERSION",
     "TRACE_TABLES",
     "append_intents",
