@@ -8,6 +8,8 @@ The facade is explicit (not star imports) so mypy and readers see every name.
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 LAYERS = ("domain", "projections", "application", "infrastructure")
@@ -38,6 +40,12 @@ def main() -> None:
     lines.append("]\n")
     target = Path(__file__).resolve().parent.parent / "goatherd" / "__init__.py"
     target.write_text("".join(lines), encoding="utf-8")
+    # Let ruff order the imported names its way (constants, classes, functions).
+    ruff = Path(sys.executable).with_name("ruff")
+    if ruff.exists():
+        fix = [str(ruff), "check", "--fix", "-q", "--select", "I", str(target)]
+        subprocess.run(fix, check=False)
+        subprocess.run([str(ruff), "format", "-q", str(target)], check=False)
 
 
 if __name__ == "__main__":
