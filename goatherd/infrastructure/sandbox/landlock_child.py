@@ -1,0 +1,195 @@
+"""Landlock system calls, and the launcher that confines itself then execs.
+
+This file is run as a script in the child process (``python -I -S -B
+landlock_child.py STATUS_FD POLICY_JSON -- COMMAND ARGS...``): it builds a
+ruleset, sets ``PR_SET_NO_NEW_PRIVS``, calls ``landlock_restrict_self`` and
+``execvp``s the command, so the command starts already confined. Any failure
+before the exec is written to ``STATUS_FD`` (close-on-exec, so a successful
+exec leaves it empty) and the launcher exits without running the command.
+
+It imports only the standard library (it runs with ``-S``, without goatherd
+on the path); ``goatherd.infrastructure.sandbox.landlock`` imports it for the
+ABI probe.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import sys
+from typing import Final
+
+__all__ = [
+    "ACCESS_FS_MAKE_REG",
+    "ACCESS_FS_WRITE_FILE",
+    "LandlockSyscallError",
+    "abi_version",
+    "main",
+    "restrict_self",
+    "write_rights",
+]
+
+_SYSCALLS: Final = {"x86_64": 444, "aarch64": 444, "arm64": 444, "riscv64": 444}
+_CREATE_RULESET_VERSION: Final = 1
+_RULE_PATH_BENEATH: Final = 1
+_PR_SET_NO_NEW_PRIVS: Final = 38
+
+ACCESS_FS_EXECUTE: Final = 1 << 0
+ACCESS_FS_WRITE_FILE: Final = 1 << 1
+ACCESS_FS_READ_FILE: Final = 1 << 2
+ACCESS_FS_READ_DIR: Final = 1 << 3
+ACCESS_FS_REMOVE_DIR: Final = 1 << 4
+ACCESS_FS_REMOVE_FILE: Final = 1 << 5
+ACCESS_FS_MAKE_CHAR: Final = 1 << 6
+ACCESS_FS_MAKE_DIR: Final = 1 << 7
+ACCESS_FS_MAKE_REG: Final = 1 << 8
+ACCESS_FS_MAKE_SOCK: Final = 1 << 9
+ACCESS_FS_MAKE_FIFO: Final = 1 << 10
+ACCESS_FS_MAKE_BLOCK: Final = 1 << 11
+ACCESS_FS_MAKE_SYM: Final = 1 << 12
+ACCESS_FS_REFER: Final = 1 << 13  # ABI 2
+ACCESS_FS_TRUNCATE: Final = 1 << 14  # ABI 3
+ACCESS_NET_BIND_TCP: Final = 1 << 0  # ABI 4
+ACCESS_NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
+SCOPE_SIGNAL: Final = 1 << 1  # ABI 6
+
+_FILE_RIGHTS: Final = ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE
+
+
+class LandlockSyscallError(OSError):
+    """A Landlock system call failed (the errno says why)."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _syscall(offset: int, *args: object) -> int:
+    base = _SYSCALLS.get(platform.machine())
+    if base is None:
+        raise LandlockSyscallError(
+            0, f"no Landlock syscall numbers for {platform.machine()}"
+        )
+    result = int(_libc().syscall(ctypes.c_long(base + offset), *args))
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise LandlockSyscallError(errno, os.strerror(errno))
+    return result
+
+
+def abi_version() -> int:
+    """Return the kernel's Landlock ABI version, or 0 when it has none."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        return _syscall(
+            0, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+        )
+    except LandlockSyscallError:
+        return 0
+
+
+def write_rights(abi: int) -> int:
+    """Return every write-type filesystem right the given ABI can handle."""
+    rights = (
+        ACCESS_FS_WRITE_FILE
+        | ACCESS_FS_REMOVE_DIR
+        | ACCESS_FS_REMOVE_FILE
+        | ACCESS_FS_MAKE_CHAR
+        | ACCESS_FS_MAKE_DIR
+        | ACCESS_FS_MAKE_REG
+        | ACCESS_FS_MAKE_SOCK
+        | ACCESS_FS_MAKE_FIFO
+        | ACCESS_FS_MAKE_BLOCK
+        | ACCESS_FS_MAKE_SYM
+    )
+    if abi >= 2:
+        rights |= ACCESS_FS_REFER
+    if abi >= 3:
+        rights |= ACCESS_FS_TRUNCATE
+    return rights
+
+
+def _add_path(ruleset: int, path: str, handled: int) -> None:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        allowed = handled if os.path.isdir(path) else handled & _FILE_RIGHTS
+        rule = _PathBeneathAttr(allowed, fd)
+        _syscall(
+            1,
+            ctypes.c_int(ruleset),
+            ctypes.c_int(_RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )
+    finally:
+        os.close(fd)
+
+
+def restrict_self(writable: list[str], deny_network: bool, abi: int) -> None:
+    """Confine this process: writes only beneath ``writable``; maybe no TCP.
+
+    Raises:
+        LandlockSyscallError: when any step fails (the process may then be
+            partially restricted and must not run the command).
+    """
+    handled = write_rights(abi)
+    attr = _RulesetAttr(handled, 0, 0)
+    if deny_network:
+        attr.handled_access_net = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP
+    if abi >= 6:
+        attr.scoped = SCOPE_SIGNAL | (SCOPE_ABSTRACT_UNIX_SOCKET if deny_network else 0)
+    ruleset = _syscall(
+        0, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)
+    )
+    try:
+        for path in writable:
+            _add_path(ruleset, path, handled)
+        if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            errno = ctypes.get_errno()
+            raise LandlockSyscallError(
+                errno, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(errno)}"
+            )
+        _syscall(2, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)
+
+
+def main(argv: list[str]) -> int:
+    """Run the launcher: ``STATUS_FD POLICY_JSON -- COMMAND ARGS...``."""
+    status = int(argv[0])
+    os.set_inheritable(status, False)
+    command = argv[3:]
+    try:
+        policy = json.loads(argv[1])
+        restrict_self(policy["writable"], policy["deny_network"], policy["abi"])
+    except Exception as exc:  # every failure is reported: fail-closed
+        os.write(status, f"confine: {exc}".encode())
+        return 126
+    try:
+        os.execvp(command[0], command)  # noqa: S606 - the caller's command, confined
+    except OSError as exc:
+        os.write(status, f"exec: {command[0]}: {exc.strerror}".encode())
+    return 127
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
