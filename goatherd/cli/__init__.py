@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 import goatherd
-from goatherd.cli import inspect_cmds, move_cmds
+from goatherd.cli import inspect_cmds, move_cmds, serve_cmds
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _register_demo(sub)
     inspect_cmds.register(sub)
     move_cmds.register(sub)
+    serve_cmds.register(sub)
     return parser
 
 
@@ -73,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        message = str(exc) or type(exc).__name__
+        # KeyError's str() quotes its message; show the message itself.
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        message = str(text) or type(exc).__name__
         print(f"goatherd: error: {message}", file=sys.stderr)
         return EXIT_FAILED
     return result

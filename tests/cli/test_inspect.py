@@ -17,7 +17,7 @@ def _digest(path: Path) -> str:
 
 class TestLog:
     def test_log_lists_records_in_commit_order(self, trace_file, capsys) -> None:
-        path, ids = trace_file
+        path, _ = trace_file
         assert main(["log", str(path)]) == 0
         lines = capsys.readouterr().out.splitlines()
         assert len(lines) == 4  # call, result, note, frontier

@@ -1,4 +1,4 @@
-"""``goatherd verify``, ``export`` and ``import``: tamper evidence and exact round trips."""
+"""``goatherd verify``, ``export``, ``import``: tamper evidence, exact round trips."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class TestVerify:
 
     def test_an_edited_payload_is_named_as_the_first_bad_record(
         self, trace_file, capsys
-    ) -> None:
+    ) -> None:  # the tamper test of issue 8
         path, ids = trace_file
         with sqlite3.connect(path) as conn:
             conn.execute(
@@ -38,7 +38,8 @@ class TestVerify:
         with sqlite3.connect(path) as conn:
             conn.execute("PRAGMA foreign_keys=OFF")
             conn.execute(
-                "UPDATE record_edges SET parent_record_id = ? WHERE child_record_id = ?",
+                "UPDATE record_edges SET parent_record_id = ?"
+                " WHERE child_record_id = ?",
                 (ids["result"], ids["result"]),
             )
         assert main(["verify", str(path), "--json"]) == 1
