@@ -510,3 +510,50 @@ class TestStorePublishing:
                 len(store.append(TRUSTED_APPEND_CONTEXT, store_batch("i1")).fact_ids)
                 == 3
             )
+
+    def test_an_append_cannot_overtake_a_slow_publish_of_an_earlier_commit(
+        self, tmp_path: Path
+    ) -> None:
+        # A publisher thread preempted between its commit and its events (here:
+        # deliberately slow on the first event) must not let a later commit's
+        # events reach subscribers first.
+        bus = EffectBus(100)
+        sub = bus.subscribe("ordered")
+        publishing = threading.Event()
+
+        class SlowFirstEvent:
+            def publish(self, event: EffectEvent) -> None:
+                if event.position == 0:
+                    publishing.set()
+                    time.sleep(0.2)
+                bus.publish(event)
+
+        with SQLiteTraceStore(tmp_path / "trace.sqlite") as store:
+            store.with_bus(SlowFirstEvent())
+            first = threading.Thread(
+                target=store.append, args=(TRUSTED_APPEND_CONTEXT, store_batch("i1"))
+            )
+            first.start()
+            assert publishing.wait(timeout=10)
+            store.append(TRUSTED_APPEND_CONTEXT, store_batch("i2"))
+            first.join(timeout=10)
+        assert positions(sub.drain()) == [0, 1, 2, 3, 4, 5]
+
+    def test_threads_appending_through_one_store_publish_in_position_order(
+        self, store_with_bus: tuple[SQLiteTraceStore, EffectBus]
+    ) -> None:
+        store, bus = store_with_bus
+        sub = bus.subscribe("ordered")
+        per_thread = 40
+
+        def produce(k: int) -> None:
+            for n in range(per_thread):
+                store.append(TRUSTED_APPEND_CONTEXT, store_batch(f"t{k}-{n}"))
+
+        threads = [threading.Thread(target=produce, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        # "events from a single store are ordered by append order" (the seed)
+        assert positions(sub.drain()) == list(range(4 * per_thread * 3))

@@ -230,9 +230,12 @@ class SqlAlchemyTraceStore:
         operation = append_context(context)
         self._refuse_if_read_only()
         prepared = prepare(operation, batch)
-        with self._writing() as (reader, next_commit):
-            outcome = append_in(reader, prepared, next_commit, expected_heads)
-        self._after_commit(outcome)
+        # Publish before releasing the store lock, so that the events of one
+        # store reach subscribers in commit (position) order.
+        with self._lock:
+            with self._writing() as (reader, next_commit):
+                outcome = append_in(reader, prepared, next_commit, expected_heads)
+            self._after_commit(outcome)
         return outcome.receipt
 
     def preview_record_ids(
@@ -266,9 +269,10 @@ class SqlAlchemyTraceStore:
             BatchShapeError: an empty frontier id or a duplicate parent.
         """
         operation = publish_context(context)
-        with self._writing() as (reader, next_commit):
-            cut, outcome = publish_in(reader, operation, spec, next_commit)
-        self._after_commit(outcome)
+        with self._lock:
+            with self._writing() as (reader, next_commit):
+                cut, outcome = publish_in(reader, operation, spec, next_commit)
+            self._after_commit(outcome)
         return cut
 
     publish_frontier = publish_cut
