@@ -6,14 +6,6 @@ module); the helper modules (``paths``, ``textdiff``, ``merge``, ``gitrunner``,
 ``gitstate``, ``landlock_child``) are imported directly where needed.
 """
 
-from goatherd.infrastructure.sandbox import (
-    containment,
-    git,
-    landlock,
-    memory,
-    registry,
-    winacl,
-)
 from goatherd.infrastructure.sandbox.containment import *
 from goatherd.infrastructure.sandbox.git import *
 from goatherd.infrastructure.sandbox.landlock import *
@@ -21,10 +13,29 @@ from goatherd.infrastructure.sandbox.memory import *
 from goatherd.infrastructure.sandbox.registry import *
 from goatherd.infrastructure.sandbox.winacl import *
 
-__all__ = []
-__all__ += containment.__all__
-__all__ += git.__all__
-__all__ += landlock.__all__
-__all__ += memory.__all__
-__all__ += registry.__all__
-__all__ += winacl.__all__
+# A literal list (not ``+=`` of the modules' lists) so mypy can follow the
+# two-level re-export; tests/infrastructure/sandbox/test_registry.py keeps it
+# equal to the modules' lists.
+__all__ = [
+    "CONTAINMENT_BACKENDS",
+    "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "GitSandbox",
+    "GitSandboxConfig",
+    "LANDLOCK_TIER",
+    "LandlockBackend",
+    "MEMORY_BACKEND",
+    "MemoryRepository",
+    "MemorySandbox",
+    "MemorySandboxConfig",
+    "NETWORK_MIN_ABI",
+    "SandboxFactory",
+    "WINACL_TIER",
+    "WinAclBackend",
+    "landlock_abi",
+    "new_local_git_sandbox",
+    "new_worktree_sandbox",
+    "open_containment_backend",
+    "open_sandbox",
+    "register_sandbox",
+    "sandbox_backends",
+]

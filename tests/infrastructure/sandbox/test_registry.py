@@ -56,3 +56,17 @@ def test_truncate_diff_keeps_the_first_lines_and_marks_the_cut() -> None:
     assert truncate_diff(diff, 0) == diff
     assert truncate_diff(diff, 3) == diff
     assert truncate_diff(diff, 2) == f"a\nb\n{DIFF_TRUNCATED_MARKER}"
+
+
+def test_the_sandbox_package_re_exports_exactly_its_backend_modules_names() -> None:
+    import importlib
+
+    import goatherd.infrastructure.sandbox as package
+
+    modules = ["containment", "git", "landlock", "memory", "registry", "winacl"]
+    names = [
+        name
+        for module in modules
+        for name in importlib.import_module(f"{package.__name__}.{module}").__all__
+    ]
+    assert package.__all__ == sorted(names)
