@@ -5,10 +5,13 @@ the domain and projections, never SQLAlchemy, HTTP or driver libraries.
 """
 
 from goatherd.application import (
+    checkpoints,
     errors,
+    merge_review,
     ports,
     recovery,
     runtime,
+    scope_handle,
     scope_manager,
     settle,
     substrates,
@@ -16,11 +19,14 @@ from goatherd.application import (
     tasks,
 )
 from goatherd.application import materialize as materialize_module
+from goatherd.application.checkpoints import *
 from goatherd.application.errors import *
 from goatherd.application.materialize import *
+from goatherd.application.merge_review import *
 from goatherd.application.ports import *
 from goatherd.application.recovery import *
 from goatherd.application.runtime import *
+from goatherd.application.scope_handle import *
 from goatherd.application.scope_manager import *
 from goatherd.application.settle import *
 from goatherd.application.substrates import *
@@ -28,11 +34,14 @@ from goatherd.application.supervisor import *
 from goatherd.application.tasks import *
 
 __all__: list[str] = []
+__all__ += checkpoints.__all__
 __all__ += errors.__all__
 __all__ += materialize_module.__all__
+__all__ += merge_review.__all__
 __all__ += ports.__all__
 __all__ += recovery.__all__
 __all__ += runtime.__all__
+__all__ += scope_handle.__all__
 __all__ += scope_manager.__all__
 __all__ += settle.__all__
 __all__ += substrates.__all__

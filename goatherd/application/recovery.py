@@ -21,10 +21,18 @@ from returns.result import Result
 
 from goatherd.application.ports import Sandbox
 from goatherd.application.runtime import RuntimeEventStore, RuntimeFailure
-from goatherd.application.scope_manager import _CheckpointEntry, _ScopeEntry, attempt
+from goatherd.application.scope_handle import (
+    CheckpointEntry as _CheckpointEntry,
+)
+from goatherd.application.scope_handle import (
+    ScopeEntry as _ScopeEntry,
+)
+from goatherd.application.scope_handle import (
+    attempt,
+)
 from goatherd.application.settle import ScopeManager
 from goatherd.domain import (
-    SCHEMA_CHECKPOINT_RESTORED,
+    SCHEMA_CHECKPOINT_CREATED,
     SCHEMA_RUN_OUTPUT_SEALED,
     SCHEMA_SCOPE_DISCARDED,
     SCHEMA_SCOPE_FORKED,
@@ -163,11 +171,13 @@ def _recover_checkpoints(
 ) -> None:
     blobs, corrupt = events.trace.load_checkpoint_blobs()
     stats.checkpoint_blobs = len(blobs) + len(corrupt)
-    restored = {
+    recorded = {
         str(e.record.payload.get("checkpoint_id"))
-        for e in events.trace.scan_records_by_schema(SCHEMA_CHECKPOINT_RESTORED)
+        for e in events.trace.scan_records_by_schema(SCHEMA_CHECKPOINT_CREATED)
     }
     for blob in blobs:
+        if blob.checkpoint_id not in recorded:
+            continue  # a crash between the blob and its record: never handed out
         if blob.checkpoint_id in manager._checkpoints:
             raise RecoveryError(f"duplicate checkpoint id {blob.checkpoint_id}")
         owner = owner_of_scope(blob.scope_id)
@@ -175,7 +185,6 @@ def _recover_checkpoints(
             manager._register_recovered_scope(owner, _ScopeEntry())
         created = datetime.fromtimestamp(blob.created_at_ns / 1e9, UTC)
         entry = _CheckpointEntry(blob.seq, blob.state, blob.snapshot, created)
-        entry.invalid = blob.checkpoint_id in restored
         manager._register_recovered_checkpoint(blob.checkpoint_id, entry)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeAlias, TypeVar
@@ -34,11 +34,13 @@ from goatherd.domain.log import CheckpointBlob, LogEntry
 
 __all__ = [
     "Checkpoint",
+    "FaultHook",
     "IntentSequence",
     "RuntimeEventStore",
     "RuntimeFailure",
     "RuntimeTraceStore",
     "checkpoint_intent",
+    "claim_intent",
     "fork_intent",
     "lifecycle_intent",
     "restore_intent",
@@ -48,6 +50,13 @@ __all__ = [
 ]
 
 TAgg = TypeVar("TAgg", bound=TraceAggregate)
+
+FaultHook: TypeAlias = Callable[[str, str], None]
+"""Called at every write boundary with ``(boundary, intent_id)``; a hook that
+raises simulates a crash there (tests). Boundaries: ``before-commit`` and
+``after-commit`` around every append batch, ``after-blob`` between a
+checkpoint's blob and its record, ``after-effect`` between a workspace effect
+(restore, settle select/apply) and its record."""
 
 RuntimeFailure: TypeAlias = RuntimeRuleError | SandboxError | TraceStoreError
 """The expected failures of runtime commands: a broken rule, a sandbox
@@ -101,8 +110,16 @@ class RuntimeEventStore(Protocol):
         """The kernel store behind the streams."""
         ...
 
-    def load(self, cls: type[TAgg], owner: str) -> TAgg:
-        """Fold ``owner``'s path into a ``cls`` (bare when the path is empty)."""
+    def load(self, cls: type[TAgg], owner: str, *, fresh: bool = True) -> TAgg:
+        """Fold ``owner``'s path into a ``cls`` (bare when the path is empty).
+
+        ``fresh=False`` may return a cached fold without reading the path's
+        tail: only for decisions whose save checks the expected head.
+        """
+        ...
+
+    def forget(self, *owners: str) -> None:
+        """Drop cached folds of ``owners`` (all when none is named)."""
         ...
 
     def load_many(self, cls: type[TAgg], owners: Collection[str]) -> dict[str, TAgg]:
@@ -170,6 +187,16 @@ def seal_intent(owner: str, seq: int) -> str:
 def settle_intent(owner: str, action: str, seq: int) -> str:
     """Return ``<owner>:settle:<action>:<seq>``."""
     return f"{owner}:settle:{action}:{seq}"
+
+
+def claim_intent(intent: str, claimant: str = "") -> str:
+    """Return the intent of the claim record a settle/restore appends first.
+
+    ``<intent>:claim`` for a settle (its intent already names the attempt),
+    ``<intent>:claim:<claimant>`` for a restore (whose intent is shared by
+    every attempt on the checkpoint).
+    """
+    return f"{intent}:claim:{claimant}" if claimant else f"{intent}:claim"
 
 
 @dataclass(frozen=True, slots=True)

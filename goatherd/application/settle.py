@@ -1,11 +1,20 @@
-"""Seal, settle and the merge gate: the :class:`ScopeManager` the host uses.
+"""Seal and settle: retained outputs, consumed exactly once, and the ScopeManager.
 
-Settlement is consume-once by optimistic concurrency on the output's own
-path: the verb's records (workspace applied, merged or discarded, settled)
-are ONE batch under the settle intent. The workspace effect lands first; if
-the batch then fails, the failure is :class:`SettleEffectLandedError` and the
-output stays unconsumed. A retry under the same intent notices an effect that
-already landed (the parent already holds the sealed changes) and only records.
+Consume-once is optimistic concurrency on the output's own path. A settle's
+records (workspace applied, merged or discarded, settled) are ONE batch under
+the settle intent ``<owner>:settle:<action>:<seq>``, looked up first (a retry
+returns the stored outcome).
+
+Select and apply change the parent's workspace before their records, so they
+first append a ``run_output.claimed`` record on the output's path under its
+head: across threads, processes and crashes exactly one intent ever holds the
+claim, and only the claimant performs the effect. A crash after the claim is
+finished by a retry under the same intent: select re-applies the sealed full
+state (idempotent), apply detects an effect that already landed (the parent
+already holds the sealed paths) and only records. If the records cannot be
+appended after the effect, the failure is :class:`SettleEffectLandedError` and
+the output stays unconsumed (claimed): a retry finishes it, ``released`` or
+``discarded`` end it (runtime-spec 8.4).
 """
 
 from __future__ import annotations
@@ -15,23 +24,23 @@ from datetime import datetime
 
 from returns.result import Result
 
+from goatherd.application.checkpoints import CheckpointCommands
 from goatherd.application.errors import (
     ApplyConflictError,
     SandboxError,
     UnsupportedError,
 )
+from goatherd.application.merge_review import MergeGateCommands
 from goatherd.application.ports import DeltaApplier, Sandbox
 from goatherd.application.runtime import (
     RuntimeFailure,
-    lifecycle_intent,
+    claim_intent,
     seal_intent,
     settle_intent,
 )
-from goatherd.application.scope_manager import ScopeManagerCore, attempt
+from goatherd.application.scope_handle import ScopeEntry, attempt
 from goatherd.domain import (
-    MergeProposal,
     NoBaselineError,
-    OrdinalConflictError,
     OutputNotFoundError,
     OutputState,
     RetainedOutputAggregate,
@@ -47,7 +56,6 @@ from goatherd.domain import (
     changes_payload,
     check_fast_forward,
     classify_changes,
-    diff_digest,
     effect_landed_ending,
     output_id_for,
     owner_of_output,
@@ -56,6 +64,8 @@ from goatherd.domain import (
 )
 
 __all__ = ["RetainedOutput", "ScopeManager"]
+
+_EFFECTS = (SettlementAction.SELECT, SettlementAction.APPLY)
 
 
 @dataclass(slots=True)
@@ -122,6 +132,11 @@ class RetainedOutput:
         return self._agg().action
 
     @property
+    def claimed_by(self) -> str:
+        """The settle intent holding the effect claim (``""``: none)."""
+        return self._agg().claimed_by
+
+    @property
     def sealed_at(self) -> datetime | None:
         """When it was sealed (``None`` after recovery)."""
         return self._manager._outputs[self._id].sealed_at
@@ -138,126 +153,16 @@ class RetainedOutput:
         return self._manager.settle(self._id, action, seq=seq)
 
 
-class ScopeManager(ScopeManagerCore):
+class ScopeManager(MergeGateCommands, CheckpointCommands):
     """The scope tree, checkpoints, merge gate and settlement over one trace."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        """See :class:`ScopeManagerCore`."""
+        """See :class:`~goatherd.application.scope_manager.ScopeManagerCore`."""
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._outputs: dict[str, _OutputEntry] = {}
 
     def _output_agg(self, output_id: str) -> RetainedOutputAggregate:
         return self._events.load(RetainedOutputAggregate, output_id)
-
-    # ------------------------------------------------------------ merge gate
-
-    def propose_merge(
-        self, child_id: str, max_diff_lines: int = 0
-    ) -> Result[MergeProposal, RuntimeFailure]:
-        """Diff the child against its fork baseline (a query; records nothing)."""
-
-        def run() -> MergeProposal:
-            owner = self._owner_of(child_id)
-            agg = self._aggregate(owner)
-            agg.require_active("cannot propose merge for scope")
-            if agg.baseline is None:
-                raise NoBaselineError(child_id, "state to diff against")
-            sandbox = self._diff_sandbox(owner)
-            diff, files = sandbox.diff(agg.baseline, max_diff_lines)
-            changes = classify_changes(diff, files)
-            return MergeProposal(child_id, agg.baseline.digest(), changes, diff)
-
-        return attempt(run)
-
-    def _diff_sandbox(self, owner: str) -> Sandbox:
-        sandbox = self._entry(owner).sandbox
-        if sandbox is None:
-            from goatherd.application.errors import NoSandboxError
-
-            raise NoSandboxError(
-                f"scope {scope_id_for(owner)} has no sandbox to diff in"
-            )
-        if not sandbox.capabilities().diff:
-            raise UnsupportedError(
-                sandbox.backend(), "diff", "merge review requires the Diff capability"
-            )
-        return sandbox
-
-    def record_merge_proposal(
-        self, proposal: MergeProposal, *, seq: int | None = None
-    ) -> Result[str, RuntimeFailure]:
-        """Record the proposal on the child's path (hard); return its record id."""
-
-        def run() -> str:
-            with self._lock:
-                owner = self._owner_of(proposal.child_scope_id)
-                intent = lifecycle_intent(
-                    "merge-proposed", owner, "", self._next_seq(seq)
-                )
-                ids: list[str] = []
-
-                def decide() -> list[TraceAggregate]:
-                    agg = self._events.load(ScopeAggregate, owner)
-                    event = agg.propose_merge(
-                        baseline_digest=proposal.baseline_digest,
-                        changes=changes_payload(proposal.changes),
-                        diff_digest=diff_digest(proposal.diff),
-                    )
-                    ids.append(event.record_id)
-                    return [agg]
-
-                prior = self._events.trace.read_append_intent(intent)
-                if prior is not None:
-                    return prior.fact_ids[0]
-                self._decide_and_save(decide, intent)
-                self._refresh(self._aggregate(owner))
-                return ids[-1]
-
-        return attempt(run)
-
-    def record_merge_decision(
-        self,
-        proposal: MergeProposal,
-        approved: bool,
-        reason: str,
-        action: str,
-        proposed_record_id: str,
-        *,
-        seq: int | None = None,
-    ) -> Result[str, RuntimeFailure]:
-        """Record the verdict on the parent's path (hard); return its record id."""
-
-        def run() -> str:
-            with self._lock:
-                child = self._owner_of(proposal.child_scope_id)
-                parent = self._aggregate(child).parent_owner
-                if parent is None:
-                    raise RootScopeError(proposal.child_scope_id)
-                intent = lifecycle_intent(
-                    "merge-decision", parent, "", self._next_seq(seq)
-                )
-                prior = self._events.trace.read_append_intent(intent)
-                if prior is not None:
-                    return prior.fact_ids[0]
-                ids: list[str] = []
-
-                def decide() -> list[TraceAggregate]:
-                    agg = self._events.load(ScopeAggregate, parent)
-                    event = agg.decide(
-                        child_scope=proposal.child_scope_id,
-                        approved=approved,
-                        reason=reason,
-                        action=action,
-                        proposed_record_id=proposed_record_id,
-                    )
-                    ids.append(event.record_id)
-                    return [agg]
-
-                self._decide_and_save(decide, intent)
-                self._refresh(self._aggregate(parent))
-                return ids[-1]
-
-        return attempt(run)
 
     # ------------------------------------------------------------ seal
 
@@ -272,7 +177,8 @@ class ScopeManager(ScopeManagerCore):
             owner = self._owner_of(scope_id)
             seq = self._next_seq(seq)
             out_id = output_id_for(owner, seq)
-            if not self._committed(seal_intent(owner, seq)):
+            intent = seal_intent(owner, seq)
+            if not self._committed(intent):
                 agg = self._aggregate(owner)
                 agg.require_active("cannot seal scope")
                 sandbox = self._sandbox_of(owner)
@@ -283,13 +189,12 @@ class ScopeManager(ScopeManagerCore):
                 changes = changes_payload(classify_changes(diff, files))
 
                 def decide() -> list[TraceAggregate]:
-                    scope = self._events.load(ScopeAggregate, owner)
+                    scope = self._load(ScopeAggregate, owner)
                     out = RetainedOutputAggregate.bare(out_id)
                     out.seal(scope, state, changes)
                     return [scope, out]
 
-                self._decide_and_save(decide, seal_intent(owner, seq))
-                self._refresh(self._aggregate(owner))
+                self._decide_and_save(decide, intent)
                 self._outputs[out_id] = _OutputEntry(seq, diff, self._clock())
             self._outputs.setdefault(out_id, _OutputEntry(seq))
             return RetainedOutput(self, out_id)
@@ -331,78 +236,62 @@ class ScopeManager(ScopeManagerCore):
                 raise ScopeNotFoundError(
                     f"{scope_id_for(owner)} for output {output_id}"
                 )
-            landed = self._settle_effect(out, verb)
+            landed = self._claim_and_land(out, verb, intent)
             try:
                 self._decide_and_save(
-                    lambda: self._settle_decision(output_id, verb), intent
+                    lambda: self._settle_decision(output_id, verb, intent), intent
                 )
-            except (TraceStoreError, OrdinalConflictError) as error:
+            except TraceStoreError as error:
                 if not landed:
                     raise
-                child_active = self._events.load(ScopeAggregate, owner).is_active
+                child_active = self._aggregate(owner).is_active
                 raise SettleEffectLandedError(
                     output_id,
                     verb.value,
                     effect_landed_ending(child_active),
                     str(error),
                 ) from error
-            finally:
-                self._refresh(self._aggregate(owner))
             self._outputs[output_id].settled_at = self._clock()
-            parent = self._aggregate(owner).parent_owner
-            if parent is not None:
-                self._refresh(self._aggregate(parent))
         if verb is not SettlementAction.RELEASE:
             self._destroy_owned(owner)
 
-    def _settle_decision(
-        self, output_id: str, verb: SettlementAction
-    ) -> list[TraceAggregate]:
-        out = self._output_agg(output_id)
-        child = self._events.load(ScopeAggregate, out.scope_owner)
-        aggs: list[TraceAggregate] = []
-        if verb is not SettlementAction.RELEASE:
-            parent = self._events.load(
-                ScopeAggregate, self._parent_of(child, output_id)
-            )
-            if verb is SettlementAction.SELECT:
-                parent.workspace_applied(out.workspace)
-            if verb is SettlementAction.DISCARD:
-                parent.discard(child)
-            else:
-                parent.merge(child)
-            aggs.append(parent)
-        out.settle(child, verb)
-        return [*aggs, child, out]
-
-    @staticmethod
-    def _parent_of(child: ScopeAggregate, output_id: str) -> str:
-        if child.parent_owner is None:
-            raise RootScopeError(
-                child.scope_id,
-                f"scope {child.scope_id} for output {output_id} has no parent",
-            )
-        return child.parent_owner
-
-    def _settle_effect(
-        self, out: RetainedOutputAggregate, verb: SettlementAction
+    def _claim_and_land(
+        self, out: RetainedOutputAggregate, verb: SettlementAction, intent: str
     ) -> bool:
-        """Land the workspace effect of select/apply; return whether one stands."""
-        if verb in (SettlementAction.RELEASE, SettlementAction.DISCARD):
+        """Check, claim and land the workspace effect; return whether one stands."""
+        if verb not in _EFFECTS:
             if verb is SettlementAction.DISCARD:
                 child = self._aggregate(out.scope_owner)
                 self._parent_of(child, out.id)
                 child.require_active(f"settle {out.id} (discard): cannot discard scope")
             return False
-        _, sandbox = self._settle_parent(out, verb)
-        if self._already_landed(sandbox, out, verb):
-            return True
+        out.check_claimable(intent)
+        sandbox = self._settle_parent(out, verb)
+        if out.claimed_by != intent:
+            self._check_effect(sandbox, out, verb)
+            self._claim_output(out.id, verb, intent)
+        self._land(sandbox, out, verb)
+        self._fault("after-effect", intent)
+        return True
+
+    def _claim_output(
+        self, output_id: str, verb: SettlementAction, intent: str
+    ) -> None:
+        def decide() -> list[TraceAggregate] | None:
+            out = self._load(RetainedOutputAggregate, output_id)
+            return [out] if out.claim(verb, intent) is not None else None
+
+        self._decide_and_save(decide, claim_intent(intent))
+
+    def _check_effect(
+        self, sandbox: Sandbox, out: RetainedOutputAggregate, verb: SettlementAction
+    ) -> None:
+        """The preconditions of a first attempt (a failure consumes nothing)."""
         if verb is SettlementAction.SELECT:
             check_fast_forward(
                 out.id, sandbox.capture().digest(), out.baseline.digest()
             )
-            sandbox.apply(out.workspace)
-            return True
+            return
         _, parent_files = sandbox.diff(out.baseline, 0)
         overlap = apply_overlap(out.change_paths, parent_files)
         if overlap:
@@ -417,12 +306,66 @@ class ScopeManager(ScopeManagerCore):
                 "apply_delta",
                 "parent sandbox does not implement DeltaApplier",
             )
+
+    def _land(
+        self, sandbox: Sandbox, out: RetainedOutputAggregate, verb: SettlementAction
+    ) -> None:
+        """Perform the effect; idempotent, so a retry after a crash may repeat it."""
+        if verb is SettlementAction.SELECT:
+            sandbox.apply(out.workspace)  # a full reset: repeating it is harmless
+            return
+        if self._already_applied(sandbox, out):
+            return
+        if not isinstance(sandbox, DeltaApplier):
+            raise UnsupportedError(
+                sandbox.backend(),
+                "apply_delta",
+                "parent sandbox does not implement DeltaApplier",
+            )
         sandbox.apply_delta(out.workspace, out.baseline)
-        return True
+
+    @staticmethod
+    def _already_applied(sandbox: Sandbox, out: RetainedOutputAggregate) -> bool:
+        """Whether the sealed paths already stand on the parent (a landed apply)."""
+        if not out.change_paths:
+            return True
+        try:
+            _, differing = sandbox.diff(out.workspace, 0)
+        except SandboxError:
+            return False
+        return not apply_overlap(out.change_paths, differing)
+
+    def _settle_decision(
+        self, output_id: str, verb: SettlementAction, intent: str
+    ) -> list[TraceAggregate]:
+        out = self._load(RetainedOutputAggregate, output_id)
+        out.check_unconsumed()
+        child = self._load(ScopeAggregate, out.scope_owner)
+        aggs: list[TraceAggregate] = []
+        if verb is not SettlementAction.RELEASE:
+            parent = self._load(ScopeAggregate, self._parent_of(child, output_id))
+            if verb is SettlementAction.SELECT:
+                parent.workspace_applied(out.workspace)
+            if verb is SettlementAction.DISCARD:
+                parent.discard(child)
+            else:
+                parent.merge(child)
+            aggs.append(parent)
+        out.settle(child, verb, intent)
+        return [*aggs, child, out]
+
+    @staticmethod
+    def _parent_of(child: ScopeAggregate, output_id: str) -> str:
+        if child.parent_owner is None:
+            raise RootScopeError(
+                child.scope_id,
+                f"scope {child.scope_id} for output {output_id} has no parent",
+            )
+        return child.parent_owner
 
     def _settle_parent(
         self, out: RetainedOutputAggregate, verb: SettlementAction
-    ) -> tuple[str, Sandbox]:
+    ) -> Sandbox:
         child = self._aggregate(out.scope_owner)
         child.require_active(f"settle {out.id} ({verb.value}): cannot merge scope")
         parent_owner = self._parent_of(child, out.id)
@@ -431,22 +374,11 @@ class ScopeManager(ScopeManagerCore):
         self._aggregate(parent_owner).require_active(
             f"settle {out.id} ({verb.value}): cannot merge into scope"
         )
-        return parent_owner, self._sandbox_of(parent_owner)
-
-    @staticmethod
-    def _already_landed(
-        sandbox: Sandbox, out: RetainedOutputAggregate, verb: SettlementAction
-    ) -> bool:
-        """Whether a previous attempt's effect already stands on the parent."""
-        if not out.change_paths:
-            return False
-        try:
-            _, differing = sandbox.diff(out.workspace, 0)
-        except SandboxError:
-            return False
-        if verb is SettlementAction.SELECT:
-            return not differing
-        return not apply_overlap(out.change_paths, differing)
+        return self._sandbox_of(parent_owner)
 
     def _register_recovered_output(self, output_id: str, seq: int) -> None:
         self._outputs[output_id] = _OutputEntry(seq)
+
+    def _ensure_scope(self, owner: str) -> None:
+        if owner not in self._scopes:
+            self._register_recovered_scope(owner, ScopeEntry())

@@ -17,6 +17,7 @@ from typing import Final
 
 from goatherd.domain.records import RecordMode
 from goatherd.domain.runtime_errors import (
+    CheckpointClaimedError,
     CheckpointNotRestorableError,
     CheckpointScopeMismatchError,
 )
@@ -30,9 +31,11 @@ from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
     "CheckpointAggregate",
+    "CheckpointClaimed",
     "CheckpointCreated",
     "CheckpointRestored",
     "CheckpointState",
+    "SCHEMA_CHECKPOINT_CLAIMED",
     "SCHEMA_CHECKPOINT_CREATED",
     "SCHEMA_CHECKPOINT_RESTORED",
     "checkpoint_id_for",
@@ -41,6 +44,7 @@ __all__ = [
 
 SCHEMA_CHECKPOINT_CREATED: Final = "goatherd.checkpoint.created.v2"
 SCHEMA_CHECKPOINT_RESTORED: Final = "goatherd.checkpoint.restored.v2"
+SCHEMA_CHECKPOINT_CLAIMED: Final = "goatherd.checkpoint.claimed.v1"
 
 
 class CheckpointState(StrEnum):
@@ -94,6 +98,23 @@ class CheckpointRestored(TraceEvent):
     state_digest: str
 
 
+@register_trace_event
+class CheckpointClaimed(TraceEvent):
+    """A restore claimed the checkpoint before applying it (checkpoint path only).
+
+    Attributes:
+        checkpoint_id: the checkpoint.
+        claimant: the restoring attempt's token (its sequence value).
+    """
+
+    TOPIC = SCHEMA_CHECKPOINT_CLAIMED
+    MODE = RecordMode.DECLARATION
+    KIND_LABEL = "checkpoint:claimed"
+
+    checkpoint_id: str
+    claimant: str
+
+
 class CheckpointAggregate(TraceAggregate):
     """A checkpoint folded from its own path.
 
@@ -104,6 +125,7 @@ class CheckpointAggregate(TraceAggregate):
         state_digest: the captured state's digest.
         has_snapshot: whether a caller snapshot was stored.
         state: ``valid`` until restored, then ``used``.
+        claimed_by: the restore attempt holding the claim (``""``: none).
     """
 
     def init_state(self) -> None:
@@ -114,6 +136,12 @@ class CheckpointAggregate(TraceAggregate):
         self.state_digest = ""
         self.has_snapshot = False
         self.state = CheckpointState.VALID
+        self.claimed_by = ""
+
+    @classmethod
+    def decode_snapshot_field(cls, name: str, value: object) -> object:
+        """Decode the state of a snapshot."""
+        return CheckpointState(str(value)) if name == "state" else value
 
     @property
     def exists(self) -> bool:
@@ -160,13 +188,37 @@ class CheckpointAggregate(TraceAggregate):
         if self.state is not CheckpointState.VALID:
             raise CheckpointNotRestorableError(self.id, self.state)
 
-    def restore(self, scope: ScopeAggregate) -> CheckpointRestored:
+    def check_claimable(self, scope: ScopeAggregate, claimant: str) -> None:
+        """Check ``claimant`` may apply this checkpoint to ``scope``.
+
+        Raises:
+            the errors of :meth:`check_restorable`;
+            CheckpointClaimedError: another restore holds the claim.
+        """
+        self.check_restorable(scope)
+        if self.claimed_by and self.claimed_by != claimant:
+            raise CheckpointClaimedError(self.id, self.claimed_by)
+
+    def claim(self, scope: ScopeAggregate, claimant: str) -> CheckpointClaimed | None:
+        """Claim the checkpoint for ``claimant``'s restore (``None``: already ours).
+
+        Raises:
+            the errors of :meth:`check_claimable`.
+        """
+        self.check_claimable(scope, claimant)
+        if self.claimed_by == claimant:
+            return None
+        event = self.record(CheckpointClaimed, checkpoint_id=self.id, claimant=claimant)
+        assert isinstance(event, CheckpointClaimed)
+        return event
+
+    def restore(self, scope: ScopeAggregate, claimant: str = "") -> CheckpointRestored:
         """Record the restore (single use) on the checkpoint and ``scope``.
 
         Raises:
-            the errors of :meth:`check_restorable`.
+            the errors of :meth:`check_claimable`.
         """
-        self.check_restorable(scope)
+        self.check_claimable(scope, claimant)
         event = self.record(
             CheckpointRestored,
             checkpoint_id=self.id,
@@ -187,3 +239,5 @@ class CheckpointAggregate(TraceAggregate):
             self.has_snapshot = event.has_snapshot
         elif isinstance(event, CheckpointRestored) and event.checkpoint_id == self.id:
             self.state = CheckpointState.USED
+        elif isinstance(event, CheckpointClaimed) and event.checkpoint_id == self.id:
+            self.claimed_by = event.claimant

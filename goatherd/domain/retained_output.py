@@ -14,7 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from goatherd.domain.records import RecordMode
-from goatherd.domain.runtime_errors import NoBaselineError, OutputConsumedError
+from goatherd.domain.runtime_errors import (
+    NoBaselineError,
+    OutputClaimedError,
+    OutputConsumedError,
+)
 from goatherd.domain.scope import ScopeAggregate, scope_id_for
 from goatherd.domain.settlement import (
     OutputState,
@@ -29,9 +33,11 @@ from goatherd.domain.trace_aggregate import (
 from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
+    "OutputClaimed",
     "OutputSealed",
     "OutputSettled",
     "RetainedOutputAggregate",
+    "SCHEMA_RUN_OUTPUT_CLAIMED",
     "SCHEMA_RUN_OUTPUT_SEALED",
     "SCHEMA_RUN_OUTPUT_SETTLED",
     "output_id_for",
@@ -40,6 +46,7 @@ __all__ = [
 
 SCHEMA_RUN_OUTPUT_SEALED: Final = "goatherd.run_output.sealed.v1"
 SCHEMA_RUN_OUTPUT_SETTLED: Final = "goatherd.run_output.settled.v1"
+SCHEMA_RUN_OUTPUT_CLAIMED: Final = "goatherd.run_output.claimed.v1"
 
 
 def output_id_for(owner: str, seq: int) -> str:
@@ -89,6 +96,25 @@ class OutputSettled(TraceEvent):
     state_digest: str
 
 
+@register_trace_event
+class OutputClaimed(TraceEvent):
+    """A settle claimed the output before its workspace effect (output path only).
+
+    Attributes:
+        output_id: the output.
+        action: the claiming settle's verb.
+        settle_intent: the claiming settle's append-intent id.
+    """
+
+    TOPIC = SCHEMA_RUN_OUTPUT_CLAIMED
+    MODE = RecordMode.DECLARATION
+    KIND_LABEL = "run_output:claimed"
+
+    output_id: str
+    action: str
+    settle_intent: str
+
+
 class RetainedOutputAggregate(TraceAggregate):
     """A retained output folded from its own path.
 
@@ -100,6 +126,7 @@ class RetainedOutputAggregate(TraceAggregate):
         sealed_record_id: the sealed record's id (what the settlement cites).
         state: the consume-once state.
         action: the verb that consumed it (``None`` until settled).
+        claimed_by: the settle intent holding the effect claim (``""``: none).
     """
 
     def init_state(self) -> None:
@@ -111,6 +138,20 @@ class RetainedOutputAggregate(TraceAggregate):
         self.sealed_record_id = ""
         self.state = OutputState.UNCONSUMED
         self.action: SettlementAction | None = None
+        self.claimed_by = ""
+
+    @classmethod
+    def decode_snapshot_field(cls, name: str, value: object) -> object:
+        """Decode the states, the consume-once state and the verb of a snapshot."""
+        if name in ("workspace", "baseline"):
+            if not isinstance(value, Mapping):
+                raise ValueError(f"snapshot {name} is not an object: {value!r}")
+            return WorkspaceState.from_json(value)
+        if name == "state":
+            return OutputState(str(value))
+        if name == "action":
+            return None if value is None else SettlementAction(str(value))
+        return value
 
     @property
     def exists(self) -> bool:
@@ -166,12 +207,54 @@ class RetainedOutputAggregate(TraceAggregate):
         if self.state is not OutputState.UNCONSUMED:
             raise OutputConsumedError(self.id, self.state)
 
-    def settle(self, scope: ScopeAggregate, action: SettlementAction) -> OutputSettled:
-        """Record the settlement (consume-once) on the output and ``scope``.
+    def check_claimable(self, settle_intent: str) -> None:
+        """Check ``settle_intent`` may perform a select/apply effect.
 
         Raises:
             OutputConsumedError: the output was already settled.
+            OutputClaimedError: another intent holds the claim.
         """
+        self.check_unconsumed()
+        if self.claimed_by and self.claimed_by != settle_intent:
+            raise OutputClaimedError(self.id, self.claimed_by)
+
+    def claim(
+        self, action: SettlementAction, settle_intent: str
+    ) -> OutputClaimed | None:
+        """Claim the output for ``settle_intent``'s effect (``None``: already ours).
+
+        Raises:
+            the errors of :meth:`check_claimable`.
+        """
+        self.check_claimable(settle_intent)
+        if self.claimed_by == settle_intent:
+            return None
+        event = self.record(
+            OutputClaimed,
+            output_id=self.id,
+            action=action.value,
+            settle_intent=settle_intent,
+        )
+        assert isinstance(event, OutputClaimed)
+        return event
+
+    def settle(
+        self,
+        scope: ScopeAggregate,
+        action: SettlementAction,
+        settle_intent: str = "",
+    ) -> OutputSettled:
+        """Record the settlement (consume-once) on the output and ``scope``.
+
+        A select/apply must hold the claim (``settle_intent``); release and
+        discard end the output whoever claimed it.
+
+        Raises:
+            OutputConsumedError: the output was already settled.
+            OutputClaimedError: a select/apply without this output's claim.
+        """
+        if action in (SettlementAction.SELECT, SettlementAction.APPLY):
+            self.check_claimable(settle_intent)
         self.check_unconsumed()
         event = self.record(
             OutputSettled,
@@ -194,6 +277,8 @@ class RetainedOutputAggregate(TraceAggregate):
             self.sealed_record_id = event.record_id
         elif isinstance(event, OutputSettled) and event.output_id == self.id:
             self._evolve_settled(event.action)
+        elif isinstance(event, OutputClaimed) and event.output_id == self.id:
+            self.claimed_by = event.settle_intent
 
     def _evolve_settled(self, action: str) -> None:
         try:

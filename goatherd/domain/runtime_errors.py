@@ -15,6 +15,8 @@ Hierarchy (all under :class:`~goatherd.domain.errors.DomainError`)::
       SnapshotTooLargeError          a snapshot over the store's blob limit
       OutputNotFoundError            unknown retained output id
       OutputConsumedError            the seed's ErrOutputConsumed
+      OutputClaimedError             another settle holds the output's claim
+      CheckpointClaimedError         another restore holds the checkpoint's claim
       UnknownSettlementActionError   settle with a verb that does not exist
       ParentMovedError               select with the parent off its baseline
       SettleEffectLandedError        the seed's ErrSettleEffectLanded
@@ -31,10 +33,12 @@ from goatherd.domain.errors import DomainError
 
 __all__ = [
     "CheckpointNotFoundError",
+    "CheckpointClaimedError",
     "CheckpointNotRestorableError",
     "CheckpointScopeMismatchError",
     "NoBaselineError",
     "NotAChildError",
+    "OutputClaimedError",
     "OutputConsumedError",
     "OutputNotFoundError",
     "ParentMovedError",
@@ -227,3 +231,26 @@ class SettleEffectLandedError(RuntimeRuleError):
         self.action = action
         self.ending = ending
         self.cause = cause
+
+
+class OutputClaimedError(OutputConsumedError):
+    """Another settle (another intent) claimed the output for its workspace effect.
+
+    A claim is a record on the output's path appended before a select/apply
+    effect; only the claiming intent may finish that settle (a retry under it
+    does). ``released`` and ``discarded`` still end a claimed output (8.4).
+    """
+
+    def __init__(self, output_id: str, claimed_by: str) -> None:
+        """Name the output and the claiming intent."""
+        self.claimed_by = claimed_by
+        super().__init__(output_id, f"claimed by settle intent {claimed_by}")
+
+
+class CheckpointClaimedError(CheckpointNotRestorableError):
+    """Another restore (another claimant) claimed the checkpoint."""
+
+    def __init__(self, checkpoint_id: str, claimed_by: str) -> None:
+        """Name the checkpoint and the claimant."""
+        self.claimed_by = claimed_by
+        super().__init__(checkpoint_id, f"claimed by restore {claimed_by}")

@@ -263,6 +263,15 @@ class ScopeAggregate(TraceAggregate):
                 self.state,
             )
 
+    @classmethod
+    def decode_snapshot_field(cls, name: str, value: object) -> object:
+        """Decode the baseline and the state of a snapshot."""
+        if name == "baseline":
+            return None if value is None else _decode_baseline(_mapping(value))
+        if name == "state":
+            return ScopeState(str(value))
+        return value
+
     # ----------------------------------------------------------- lifecycle
 
     def fork(
@@ -468,6 +477,12 @@ def _workspace_fields(state: WorkspaceState) -> dict[str, object]:
         "revision": state.revision,
         "state_digest": state.digest(),
     }
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a workspace state object, got {value!r}")
+    return value
 
 
 def _decode_baseline(value: Mapping[str, object] | None) -> WorkspaceState | None:

@@ -20,9 +20,11 @@ Pure: no I/O, no clock, no randomness.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from enum import Enum
 from functools import cached_property
 from typing import ClassVar, Final, Self, TypeVar
 
@@ -45,6 +47,7 @@ from goatherd.domain.records import (
     DEFAULT_SUBSTRATE_REF,
     RecordMode,
 )
+from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
     "RUNTIME_ACTOR",
@@ -214,6 +217,8 @@ class TraceAggregate(BaseAggregate[str]):
     """
 
     INITIAL_VERSION = 0
+    SNAPSHOT_VERSION: ClassVar[int] = 1
+    """Bump when the fold changes: older snapshots then stop matching."""
 
     class Event(TraceEvent):
         """Base of the aggregate's events."""
@@ -252,6 +257,58 @@ class TraceAggregate(BaseAggregate[str]):
         """Return the folded state (id, version and fields; no pending events)."""
         return {k: v for k, v in vars(self).items() if k != "_pending_events"}
 
+    def clone(self) -> Self:
+        """Return an independent copy of the folded state (no pending events).
+
+        Containers (lists, dicts) are copied one level deep; their items are
+        immutable values or plain records the fold never mutates in place.
+        """
+        twin = copy.copy(self)
+        for key, value in vars(self).items():
+            if isinstance(value, list):
+                setattr(twin, key, list(value))
+            elif isinstance(value, dict):
+                setattr(twin, key, dict(value))
+        twin._pending_events = []
+        return twin
+
+    def snapshot_state(self) -> dict[str, object]:
+        """Return the folded fields as JSON-able values (a rebuildable cache).
+
+        Enums become their values and workspace states their JSON; the
+        version and id travel beside it. :meth:`from_snapshot` reverses it.
+        """
+        out: dict[str, object] = {}
+        for key, value in vars(self).items():
+            if key.startswith("_"):
+                continue
+            out[key] = _snapshot_value(value)
+        return out
+
+    @classmethod
+    def from_snapshot(
+        cls, owner: str, version: int, state: Mapping[str, object]
+    ) -> Self:
+        """Return the aggregate a :meth:`snapshot_state` at ``version`` describes.
+
+        Raises:
+            ValueError: the snapshot does not describe this class's fields.
+        """
+        agg = cls.bare(owner)
+        fields = {k for k in vars(agg) if not k.startswith("_")}
+        if set(state) != fields:
+            raise ValueError(f"snapshot fields {sorted(state)} != {sorted(fields)}")
+        for key, value in state.items():
+            setattr(agg, key, cls.decode_snapshot_field(key, value))
+        agg.version = version
+        return agg
+
+    @classmethod
+    def decode_snapshot_field(cls, name: str, value: object) -> object:
+        """Decode one snapshot field (subclasses decode their enums and states)."""
+        del name
+        return value
+
     def pending(self) -> list[TraceEvent]:
         """Return the unsaved events, typed (the library types them loosely)."""
         return [e for e in self.pending_events if isinstance(e, TraceEvent)]
@@ -279,6 +336,18 @@ class TraceAggregate(BaseAggregate[str]):
         placed = event.placed_on(self.id, self.version + 1)
         placed.mutate(self)
         self.pending_events.append(placed)
+
+
+def _snapshot_value(value: object) -> object:
+    if isinstance(value, WorkspaceState):
+        return value.to_json()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list):
+        return [_snapshot_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _snapshot_value(v) for k, v in value.items()}
+    return value
 
 
 def register_trace_event(cls: type[TraceEvent]) -> type[TraceEvent]:
