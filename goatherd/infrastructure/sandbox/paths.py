@@ -31,6 +31,9 @@ def clean_relative(path: str, *, allow_root: bool = False) -> str:
     if path.startswith(("/", "\\")) or PureWindowsPath(path).drive:
         raise WorkspaceEscapeError(path, "is absolute")
     parts = [part for part in path.split("/") if part not in ("", ".")]
+    if parts and PureWindowsPath(parts[0]).drive:
+        # "./C:" normalizes to a drive path: refuse it like "C:" itself.
+        raise WorkspaceEscapeError(path, "is absolute")
     if ".." in parts:
         raise WorkspaceEscapeError(path, "has a '..' component")
     if not parts and not allow_root:

@@ -72,6 +72,7 @@ class TestMemoryFileRules:
             ("a/../../b", "'..'"),
             ("/etc/passwd", "absolute"),
             ("C:/windows", "absolute"),
+            ("./C:/windows", "absolute"),
             ("bad\0name", "NUL"),
             ("", "root"),
             ("./", "root"),
