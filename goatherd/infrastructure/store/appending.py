@@ -46,11 +46,14 @@ from goatherd.infrastructure.store.plan import (
     validate_batch,
 )
 from goatherd.infrastructure.store.reader import StoreReader
-from goatherd.infrastructure.store.schema import append_intents, frontiers, path_entries
+from goatherd.infrastructure.store.schema import frontiers, path_entries
 from goatherd.infrastructure.store.writer import persist_plan
 
 __all__ = ["AppendOutcome", "append_in", "prepare", "publish_in", "read_cutoff"]
 
+_INTENT_SQL = (
+    "SELECT batch_digest, receipt_json FROM append_intents WHERE append_intent_id = ?"
+)
 _FRONTIER_FIELDS = (
     "frontier_id",
     "target_trace_owner_id",
@@ -128,13 +131,10 @@ def append_in(
 def _stored_receipt(
     reader: StoreReader, intent_id: str, digest: str
 ) -> AppendReceipt | None:
-    row = reader.conn.execute(
-        select(append_intents.c.batch_digest, append_intents.c.receipt_json).where(
-            append_intents.c.append_intent_id == intent_id
-        )
-    ).first()
-    if row is None:
+    rows = reader.driver.rows(_INTENT_SQL, (intent_id,))
+    if not rows:
         return None
+    row = rows[0]
     if row[0] != digest:
         raise AppendIntentConflictError(
             f"append intent '{intent_id}' was already committed with different content"

@@ -18,9 +18,8 @@ from sqlalchemy import Connection, select
 from goatherd.domain.errors import UnknownFactError
 from goatherd.domain.records import RecordBody, RecordEnvelope, RetainedContext
 from goatherd.infrastructure.store.codec import decode_context, decode_record
+from goatherd.infrastructure.store.driver import Driver, placeholders
 from goatherd.infrastructure.store.schema import (
-    contexts,
-    owner_ordinals,
     path_entries,
     record_edges,
     records,
@@ -89,6 +88,14 @@ class StoreReader:
     def __init__(self, conn: Connection, cache: ContentCache) -> None:
         self.conn = conn
         self.cache = cache
+        self._driver: Driver | None = None
+
+    @property
+    def driver(self) -> Driver:
+        """The connection's driver-level executor (the append path's statements)."""
+        if self._driver is None:
+            self._driver = Driver(self.conn)
+        return self._driver
 
     def records(self, ids: Iterable[str]) -> dict[str, RecordContent]:
         """Return the content of every known id among ``ids`` (unknown ids absent)."""
@@ -115,20 +122,9 @@ class StoreReader:
         return content
 
     def _load_records(self, ids: list[str]) -> dict[str, RecordContent]:
-        columns = (
-            records.c.record_id,
-            records.c.digest,
-            records.c.schema_ref,
-            records.c.mode,
-            records.c.witness_ref,
-            records.c.caused_by_json,
-            records.c.body_json,
-        )
         loaded = {}
         for chunk in _chunks(ids):
-            rows = self.conn.execute(
-                select(*columns).where(records.c.record_id.in_(chunk))
-            )
+            rows = self.driver.rows(_RECORDS_SQL + placeholders(len(chunk)), chunk)
             for row in rows:
                 loaded[row[0]] = decode_record(*row)
         return loaded
@@ -138,10 +134,8 @@ class StoreReader:
         known = {record_id for record_id in ids if record_id in self.cache.records}
         missing = [record_id for record_id in ids if record_id not in known]
         for chunk in _chunks(missing):
-            rows = self.conn.execute(
-                select(records.c.record_id).where(records.c.record_id.in_(chunk))
-            )
-            known.update(row[0] for row in rows)
+            sql = _RECORD_IDS_SQL + placeholders(len(chunk))
+            known.update(row[0] for row in self.driver.rows(sql, chunk))
         return known
 
     def contexts(self, ids: Iterable[str]) -> dict[str, RetainedContext]:
@@ -156,10 +150,11 @@ class StoreReader:
                 found[context_id] = context
         loaded: list[RetainedContext] = []
         for chunk in _chunks(missing):
-            rows = self.conn.execute(
-                select(contexts).where(contexts.c.context_id.in_(chunk))
+            rows = self.driver.rows(_CONTEXTS_SQL + placeholders(len(chunk)), chunk)
+            loaded.extend(
+                decode_context(dict(zip(_CONTEXT_COLUMNS, row, strict=True)))
+                for row in rows
             )
-            loaded.extend(decode_context(row._mapping) for row in rows)
         self.cache.add_contexts(loaded)
         found.update((c.context_id, c) for c in loaded)
         return found
@@ -168,11 +163,7 @@ class StoreReader:
         """Return the stored next ordinal of each known owner among ``owners``."""
         result: dict[str, int] = {}
         for chunk in _chunks(list(owners)):
-            rows = self.conn.execute(
-                select(
-                    owner_ordinals.c.trace_owner_id, owner_ordinals.c.next_ordinal
-                ).where(owner_ordinals.c.trace_owner_id.in_(chunk))
-            )
+            rows = self.driver.rows(_ORDINALS_SQL + placeholders(len(chunk)), chunk)
             result.update((row[0], int(row[1])) for row in rows)
         return result
 
@@ -245,6 +236,29 @@ _ENTRY_COLUMNS = (
     path_entries.c.kind_label,
 )
 _MAX_ORDINAL = 2**63 - 1
+
+_RECORDS_SQL = (
+    "SELECT record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
+    "body_json FROM records WHERE record_id IN "
+)
+_RECORD_IDS_SQL = "SELECT record_id FROM records WHERE record_id IN "
+_CONTEXT_COLUMNS = (
+    "context_id",
+    "active_binding_refs_json",
+    "capability_witness_refs_json",
+    "semantic_environment_refs_json",
+    "visibility_policy_refs_json",
+    "substrate_ref",
+    "containment",
+)
+_CONTEXTS_SQL = (
+    "SELECT context_id, active_binding_refs_json, capability_witness_refs_json, "
+    "semantic_environment_refs_json, visibility_policy_refs_json, substrate_ref, "
+    "containment FROM contexts WHERE context_id IN "
+)
+_ORDINALS_SQL = (
+    "SELECT trace_owner_id, next_ordinal FROM owner_ordinals WHERE trace_owner_id IN "
+)
 
 
 def _before(entry: EntryRow, first: dict[str, EntryRow]) -> bool:

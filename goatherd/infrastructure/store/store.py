@@ -78,7 +78,6 @@ from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     append_intents,
     contexts,
-    meta,
     owner_ordinals,
     path_entries,
     records,
@@ -98,6 +97,8 @@ __all__ = [
 
 DEFAULT_CHECKPOINT_BLOB_LIMIT = ledgers.DEFAULT_CHECKPOINT_BLOB_LIMIT
 _LOG = logging.getLogger(__name__)
+_NEXT_COMMIT = "SELECT value FROM meta WHERE key = ?"
+_NEXT_COMMIT_FOR_UPDATE = _NEXT_COMMIT + " FOR UPDATE"
 
 
 class EffectPublisher(Protocol):
@@ -182,14 +183,12 @@ class SqlAlchemyTraceStore:
         with self._lock, self._write_engine.begin() as conn:
             # The meta row is the serialization point on PostgreSQL (FOR UPDATE);
             # SQLite already holds its write lock since BEGIN IMMEDIATE.
-            value = conn.execute(
-                select(meta.c.value)
-                .where(meta.c.key == META_NEXT_COMMIT)
-                .with_for_update()
-            ).scalar_one_or_none()
-            if value is None:
+            reader = StoreReader(conn, self._cache)
+            sql = _NEXT_COMMIT_FOR_UPDATE if self._postgres else _NEXT_COMMIT
+            rows = reader.driver.rows(sql, (META_NEXT_COMMIT,))
+            if not rows:
                 raise TraceStoreError("trace store meta is missing next_commit_seq")
-            yield StoreReader(conn, self._cache), int(value)
+            yield reader, int(rows[0][0])
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:

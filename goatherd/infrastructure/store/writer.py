@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, insert, update
-from sqlalchemy.dialects import postgresql, sqlite
-
 from goatherd.domain.errors import TraceStoreError
 from goatherd.domain.records import WITNESS_OWNER
 from goatherd.infrastructure.store.codec import (
@@ -20,17 +17,11 @@ from goatherd.infrastructure.store.codec import (
     encode_refs,
     storage_json,
 )
+from goatherd.infrastructure.store.driver import Driver, Row
 from goatherd.infrastructure.store.plan import AppendPlan, StagedRecord, StagedWitness
 from goatherd.infrastructure.store.reader import RecordContent, StoreReader
 from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
-    append_intents,
-    contexts,
-    meta,
-    owner_ordinals,
-    path_entries,
-    record_edges,
-    records,
 )
 
 __all__ = ["persist_plan"]
@@ -56,30 +47,19 @@ def persist_plan(
         TraceStoreError: a witness or record id that already names different
             content.
     """
-    conn = reader.conn
-    conn.execute(
-        insert(append_intents),
-        {
-            "append_intent_id": intent_id,
-            "batch_digest": digest,
-            "receipt_json": encode_receipt(plan.receipt),
-        },
-    )
-    _insert_contexts(conn, intent_id, plan)
+    sql = reader.driver
+    sql.run(_INSERT_INTENT, (intent_id, digest, encode_receipt(plan.receipt)))
+    _insert_contexts(sql, intent_id, plan)
     ids = [w.record_id for w in plan.witnesses] + [s.record_id for s in plan.staged]
     existing = _existing(reader, ids)
     new_witnesses = _persist_witnesses(reader, intent_id, plan, existing, witness_next)
-    _persist_records(conn, intent_id, plan.staged, existing)
+    _persist_records(sql, intent_id, plan.staged, existing)
     next_ordinals = dict(plan.next_ordinals)
     if new_witnesses:
         next_ordinals[WITNESS_OWNER] = witness_next + len(new_witnesses)
-    _upsert_ordinals(conn, next_ordinals)
+    sql.run_many(_UPSERT_ORDINAL, list(next_ordinals.items()))
     if plan.staged:
-        conn.execute(
-            update(meta)
-            .where(meta.c.key == META_NEXT_COMMIT)
-            .values(value=str(plan.next_commit))
-        )
+        sql.run(_UPDATE_NEXT_COMMIT, (str(plan.next_commit), META_NEXT_COMMIT))
     return new_witnesses
 
 
@@ -88,24 +68,20 @@ def _existing(reader: StoreReader, ids: list[str]) -> dict[str, RecordContent]:
     return reader.records(record_id for record_id in ids if record_id not in verified)
 
 
-def _insert_contexts(conn: Connection, intent_id: str, plan: AppendPlan) -> None:
-    if not plan.new_contexts:
-        return
-    conn.execute(
-        insert(contexts),
+def _insert_contexts(sql: Driver, intent_id: str, plan: AppendPlan) -> None:
+    sql.run_many(
+        _INSERT_CONTEXT,
         [
-            {
-                "context_id": c.context_id,
-                "active_binding_refs_json": encode_refs(c.active_binding_refs),
-                "capability_witness_refs_json": encode_refs(c.capability_witness_refs),
-                "semantic_environment_refs_json": encode_refs(
-                    c.semantic_environment_refs
-                ),
-                "visibility_policy_refs_json": encode_refs(c.visibility_policy_refs),
-                "substrate_ref": c.substrate_ref,
-                "containment": c.containment,
-                "append_intent_id": intent_id,
-            }
+            (
+                c.context_id,
+                encode_refs(c.active_binding_refs),
+                encode_refs(c.capability_witness_refs),
+                encode_refs(c.semantic_environment_refs),
+                encode_refs(c.visibility_policy_refs),
+                c.substrate_ref,
+                c.containment,
+                intent_id,
+            )
             for c in plan.new_contexts
         ],
     )
@@ -137,7 +113,7 @@ def _persist_witnesses(
                 "witness"
             )
     if new:
-        _insert_witnesses(reader.conn, intent_id, new, witness_next)
+        _insert_witnesses(reader.driver, intent_id, new, witness_next)
     return [w.record_id for w in new]
 
 
@@ -155,44 +131,44 @@ def _same_witness(witness: StagedWitness, stored: RecordContent, label: str) -> 
 
 
 def _insert_witnesses(
-    conn: Connection, intent_id: str, new: list[StagedWitness], first_ordinal: int
+    sql: Driver, intent_id: str, new: list[StagedWitness], first_ordinal: int
 ) -> None:
-    conn.execute(
-        insert(records),
+    sql.run_many(
+        _INSERT_RECORD,
         [
-            {
-                "record_id": w.record_id,
-                "digest": w.record_id,
-                "schema_ref": w.schema_ref,
-                "mode": "capture",
-                "witness_ref": w.witness_ref,
-                "caused_by_json": "[]",
-                "body_json": w.body_json,
-                "append_intent_id": intent_id,
-            }
+            (
+                w.record_id,
+                w.record_id,
+                w.schema_ref,
+                "capture",
+                w.witness_ref,
+                "[]",
+                w.body_json,
+                intent_id,
+            )
             for w in new
         ],
     )
-    conn.execute(
-        insert(path_entries),
+    sql.run_many(
+        _INSERT_ENTRY,
         [
-            {
-                "path_ref": WITNESS_OWNER,
-                "path_ordinal": first_ordinal + offset,
-                "record_id": w.record_id,
-                "retained_context_ref": "",
-                "kind_label": w.kind_label,
-                "append_intent_id": intent_id,
-                "commit_receipt": f"witness:{w.record_id}",
-                "position": None,
-            }
+            (
+                WITNESS_OWNER,
+                first_ordinal + offset,
+                w.record_id,
+                "",
+                w.kind_label,
+                intent_id,
+                f"witness:{w.record_id}",
+                None,
+            )
             for offset, w in enumerate(new)
         ],
     )
 
 
 def _persist_records(
-    conn: Connection,
+    sql: Driver,
     intent_id: str,
     staged: tuple[StagedRecord, ...],
     existing: dict[str, RecordContent],
@@ -204,15 +180,9 @@ def _persist_records(
             _check_same_record(record, stored)
         elif record.record_id not in fresh:
             fresh[record.record_id] = record
-    if fresh:
-        conn.execute(
-            insert(records), [_record_row(r, intent_id) for r in fresh.values()]
-        )
-        edges = list(_edge_rows(fresh.values()))
-        if edges:
-            conn.execute(insert(record_edges), edges)
-    if staged:
-        conn.execute(insert(path_entries), [_entry_row(r, intent_id) for r in staged])
+    sql.run_many(_INSERT_RECORD, [_record_row(r, intent_id) for r in fresh.values()])
+    sql.run_many(_INSERT_EDGE, list(_edge_rows(fresh.values())))
+    sql.run_many(_INSERT_ENTRY, [_entry_row(r, intent_id) for r in staged])
 
 
 def _check_same_record(record: StagedRecord, stored: RecordContent) -> None:
@@ -231,55 +201,65 @@ def _check_same_record(record: StagedRecord, stored: RecordContent) -> None:
         )
 
 
-def _record_row(record: StagedRecord, intent_id: str) -> dict[str, object]:
-    return {
-        "record_id": record.record_id,
-        "digest": record.record_id,
-        "schema_ref": record.schema_ref,
-        "mode": record.mode,
-        "witness_ref": record.witness_ref,
-        "caused_by_json": storage_json(list(record.parents)),
-        "body_json": record.body_json,
-        "append_intent_id": intent_id,
-    }
+def _record_row(record: StagedRecord, intent_id: str) -> Row:
+    return (
+        record.record_id,
+        record.record_id,
+        record.schema_ref,
+        record.mode,
+        record.witness_ref,
+        storage_json(list(record.parents)),
+        record.body_json,
+        intent_id,
+    )
 
 
-def _edge_rows(fresh: Iterable[StagedRecord]) -> Iterable[dict[str, object]]:
+def _edge_rows(fresh: Iterable[StagedRecord]) -> Iterable[Row]:
     for record in fresh:
         for position, parent in enumerate(record.parents):
-            yield {
-                "child_record_id": record.record_id,
-                "parent_position": position,
-                "parent_record_id": parent,
-            }
+            yield (record.record_id, position, parent)
 
 
-def _entry_row(record: StagedRecord, intent_id: str) -> dict[str, object]:
-    return {
-        "path_ref": record.owner,
-        "path_ordinal": record.ordinal,
-        "record_id": record.record_id,
-        "retained_context_ref": record.context_id,
-        "kind_label": record.kind_label,
-        "append_intent_id": intent_id,
-        "commit_receipt": f"commit:{record.position}",
-        "position": record.position,
-    }
-
-
-def _upsert_ordinals(conn: Connection, next_ordinals: dict[str, int]) -> None:
-    if not next_ordinals:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(owner_ordinals)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[owner_ordinals.c.trace_owner_id],
-        set_={"next_ordinal": stmt.excluded.next_ordinal},
+def _entry_row(record: StagedRecord, intent_id: str) -> Row:
+    return (
+        record.owner,
+        record.ordinal,
+        record.record_id,
+        record.context_id,
+        record.kind_label,
+        intent_id,
+        f"commit:{record.position}",
+        record.position,
     )
-    conn.execute(
-        stmt,
-        [
-            {"trace_owner_id": owner, "next_ordinal": value}
-            for owner, value in next_ordinals.items()
-        ],
-    )
+
+
+# The append path's statements, in plain SQL that SQLite and PostgreSQL share
+# (``driver.py`` says why they bypass SQLAlchemy Core).
+_INSERT_INTENT = (
+    "INSERT INTO append_intents (append_intent_id, batch_digest, receipt_json) "
+    "VALUES (?, ?, ?)"
+)
+_INSERT_CONTEXT = (
+    "INSERT INTO contexts (context_id, active_binding_refs_json, "
+    "capability_witness_refs_json, semantic_environment_refs_json, "
+    "visibility_policy_refs_json, substrate_ref, containment, append_intent_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_RECORD = (
+    "INSERT INTO records (record_id, digest, schema_ref, mode, witness_ref, "
+    "caused_by_json, body_json, append_intent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_EDGE = (
+    "INSERT INTO record_edges (child_record_id, parent_position, parent_record_id) "
+    "VALUES (?, ?, ?)"
+)
+_INSERT_ENTRY = (
+    "INSERT INTO path_entries (path_ref, path_ordinal, record_id, "
+    "retained_context_ref, kind_label, append_intent_id, commit_receipt, position) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPSERT_ORDINAL = (
+    "INSERT INTO owner_ordinals (trace_owner_id, next_ordinal) VALUES (?, ?) "
+    "ON CONFLICT (trace_owner_id) DO UPDATE SET next_ordinal = excluded.next_ordinal"
+)
+_UPDATE_NEXT_COMMIT = "UPDATE meta SET value = ? WHERE key = ?"
