@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,7 +40,6 @@ from goatherd.domain import (
     SCHEMA_SCOPE_MERGED,
     SCHEMA_SUPERVISOR_HALT,
     RuntimeRuleError,
-    ScopeAggregate,
     owner_of_scope,
 )
 
@@ -84,11 +84,11 @@ def _recover(events: RuntimeEventStore, opts: RecoverOptions) -> ScopeManager:
     started = time.perf_counter()
     manager = ScopeManager(events)
     trace = events.trace
-    edges = _scan_forks(events, stats)
+    forks = _scan_forks(events, stats)
     owners: dict[str, None] = {}
-    for parent, child in edges:
-        owners.setdefault(parent)
-        owners.setdefault(child)
+    for fork in forks:
+        owners.setdefault(fork.parent)
+        owners.setdefault(fork.child)
     _check_terminals(events, stats)
     for owner in owners:
         manager._register_recovered_scope(owner, _ScopeEntry())
@@ -106,16 +106,25 @@ def _recover(events: RuntimeEventStore, opts: RecoverOptions) -> ScopeManager:
         manager._register_recovered_output(out_id, _seq_of(out_id))
     stats.scan_duration = time.perf_counter() - started
     if opts.resolver is not None:
-        _readopt(manager, opts.resolver)
+        _readopt(manager, opts.resolver, forks)
         _mark_stale(manager)
     return manager
 
 
-def _scan_forks(
-    events: RuntimeEventStore, stats: RecoveryStats
-) -> list[tuple[str, str]]:
+@dataclass(frozen=True, slots=True)
+class _Fork:
+    """One fork record as recovery needs it (the tree needs no aggregate fold)."""
+
+    parent: str
+    child: str
+    isolated: bool
+    backend: str
+    path: str
+
+
+def _scan_forks(events: RuntimeEventStore, stats: RecoveryStats) -> list[_Fork]:
     entries = events.trace.scan_records_by_schema(SCHEMA_SCOPE_FORKED)
-    edges: list[tuple[str, str]] = []
+    edges: list[_Fork] = []
     seen: set[str] = set()
     for entry in entries:
         record = entry.record
@@ -128,8 +137,17 @@ def _scan_forks(
         if record.trace_owner_id == child or record.record_id in seen:
             continue
         seen.add(record.record_id)
-        edges.append((record.trace_owner_id, str(child)))
-        _check_path(record.payload.get("sandbox_path"), record.record_id)
+        payload = record.payload
+        edges.append(
+            _Fork(
+                record.trace_owner_id,
+                str(child),
+                bool(payload.get("isolated")),
+                str(payload.get("sandbox_backend") or ""),
+                str(payload.get("sandbox_path") or ""),
+            )
+        )
+        _check_path(payload.get("sandbox_path"), record.record_id)
     stats.fork_records = len(seen)
     return edges
 
@@ -188,25 +206,22 @@ def _recover_checkpoints(
         manager._register_recovered_checkpoint(blob.checkpoint_id, entry)
 
 
-def _readopt(manager: ScopeManager, resolver: Resolver) -> None:
+def _readopt(manager: ScopeManager, resolver: Resolver, forks: list[_Fork]) -> None:
+    by_child = {fork.child: fork for fork in forks}
     owners = list(manager._scopes)
-    aggs = {o: manager._aggregate(o) for o in owners}
     for owner in owners:
-        if aggs[owner].parent_owner is None:
-            sandbox = _resolve(resolver, owner, "", "")
-            manager._scopes[owner].sandbox = sandbox
-    for owner in _tree_order(aggs):
-        agg = aggs[owner]
-        if agg.parent_owner is None:
+        if owner not in by_child:
+            manager._scopes[owner].sandbox = _resolve(resolver, owner, "", "")
+    for owner in _tree_order(owners, forks):
+        fork = by_child.get(owner)
+        if fork is None:
             continue
         entry = manager._scopes[owner]
-        if agg.isolated:
-            entry.sandbox = _resolve(
-                resolver, owner, agg.sandbox_backend, agg.sandbox_path
-            )
+        if fork.isolated:
+            entry.sandbox = _resolve(resolver, owner, fork.backend, fork.path)
             entry.owns_sandbox = entry.sandbox is not None
         else:
-            parent = manager._scopes.get(agg.parent_owner)
+            parent = manager._scopes.get(fork.parent)
             entry.sandbox = parent.sandbox if parent else None
 
 
@@ -220,17 +235,22 @@ def _resolve(resolver: Resolver, owner: str, backend: str, path: str) -> Sandbox
         ) from error
 
 
-def _tree_order(aggs: dict[str, ScopeAggregate]) -> list[str]:
+def _tree_order(owners: list[str], forks: list[_Fork]) -> list[str]:
+    """Parents before children: roots first, then breadth-first in fork order."""
+    known = set(owners)
+    children: dict[str, list[str]] = {}
+    has_parent: set[str] = set()
+    for fork in forks:
+        if fork.child in known:
+            children.setdefault(fork.parent, []).append(fork.child)
+            if fork.parent in known:
+                has_parent.add(fork.child)
+    queue = deque(o for o in owners if o not in has_parent)
     order: list[str] = []
-    stack = [
-        o
-        for o, a in aggs.items()
-        if a.parent_owner is None or a.parent_owner not in aggs
-    ]
-    while stack:
-        owner = stack.pop(0)
+    while queue:
+        owner = queue.popleft()
         order.append(owner)
-        stack.extend(c for c in aggs[owner].children if c in aggs)
+        queue.extend(children.get(owner, ()))
     return order
 
 
