@@ -7,9 +7,11 @@ import pytest
 from goatherd.application import (
     ApplyConflictError,
     BestOfNError,
+    RecoverOptions,
     RunCallbackError,
     RunStatus,
     best_of_n,
+    recover_scopes,
 )
 from goatherd.domain import (
     DestructivePathReviewer,
@@ -17,6 +19,7 @@ from goatherd.domain import (
     ScopeNotFoundError,
     ScopeState,
 )
+from goatherd.infrastructure.eventstore import TraceEventStore
 from goatherd.infrastructure.sandbox.memory import MemorySandbox
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.application.run.support import (
@@ -384,3 +387,76 @@ class TestBadInput:
         assert isinstance(error, ScopeNotFoundError)
         assert asked == []
         assert trace_size(store) == (store.fact_count(), -1)
+
+
+class TestTraceIsRecoverable:
+    def test_a_restart_after_best_of_n_recovers_the_same_tree(self, tmp_path):
+        path = tmp_path / "trace.db"
+        main = live_sandbox()
+        with SQLiteTraceStore(path) as store:
+            mgr = manager(store)
+            parent = mgr.create("agent:main", main).unwrap()
+            result = value_of(
+                best_of_n(
+                    mgr,
+                    parent.id,
+                    [fail, write({"b.txt": b"b"}), write({"c.txt": b"c"})],
+                    sandbox_for=Sandboxes(main),
+                    chooser=pick(1),
+                    owner_prefix="try",
+                )
+            )
+            before = {s.id: s.state for s in mgr.all_scopes()}
+        with SQLiteTraceStore(path) as store:
+            recovered = recover_scopes(
+                TraceEventStore(store),
+                RecoverOptions(
+                    resolver=lambda scope_id, *_: (
+                        main if scope_id == parent.id else None
+                    )
+                ),
+            ).unwrap()
+            assert {s.id: s.state for s in recovered.all_scopes()} == before
+            assert before["scope:try-2"] is ScopeState.MERGED
+            winner = recovered.output(result.winner.output_id)
+            assert winner is not None
+            assert winner.state is OutputState.SELECTED
+            assert len(run_records(store)) == 3
+
+
+class TestOwnerReuse:
+    def test_reusing_an_owner_prefix_fails_each_attempt_and_leaves_nothing_open(
+        self, store
+    ):
+        mgr = manager(store)
+        main = live_sandbox()
+        parent = mgr.create("agent:main", main).unwrap()
+        value_of(
+            best_of_n(
+                mgr,
+                parent.id,
+                [write({"b.txt": b"b"})],
+                sandbox_for=Sandboxes(main),
+                chooser=pick(0),
+                owner_prefix="try",
+            )
+        )
+        before = trace_size(store)
+        sandboxes = Sandboxes(main)
+        error = failure_of(
+            best_of_n(
+                mgr,
+                parent.id,
+                [write({"c.txt": b"c"})],
+                sandbox_for=sandboxes,
+                chooser=pick(0),
+                owner_prefix="try",
+            )
+        )
+        assert isinstance(error, BestOfNError)
+        [attempt] = error.attempts
+        assert attempt.status is RunStatus.FAILED
+        assert "already exists" in attempt.reason
+        assert trace_size(store) == before
+        assert [is_live(sb) for sb in sandboxes.made] == [False]
+        assert workspace(main) == {"a.txt": b"1\n", "b.txt": b"b"}
