@@ -12,11 +12,14 @@ locks). Everything else keeps using SQLAlchemy Core.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection
+
+from goatherd.domain.errors import ReadRequestError
 
 __all__ = ["Driver", "Row", "placeholders"]
 
@@ -39,31 +42,38 @@ class Driver:
 
     def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
         """Return every row of a query."""
-        cursor = self._raw.cursor()
-        try:
+        with self._cursor() as cursor:
             cursor.execute(self._sql(sql), tuple(params))
             return list(cursor.fetchall())
-        finally:
-            cursor.close()
 
     def run(self, sql: str, params: Sequence[object] = ()) -> None:
         """Execute one statement."""
-        cursor = self._raw.cursor()
-        try:
+        with self._cursor() as cursor:
             cursor.execute(self._sql(sql), tuple(params))
-        finally:
-            cursor.close()
 
     def run_many(self, sql: str, rows: Sequence[Row]) -> None:
         """Execute one statement once per row (nothing for no rows)."""
         if not rows:
             return
-        cursor = self._raw.cursor()
-        try:
+        with self._cursor() as cursor:
             if len(rows) == 1:
                 cursor.execute(self._sql(sql), rows[0])
             else:
                 cursor.executemany(self._sql(sql), rows)
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        cursor = self._raw.cursor()
+        try:
+            yield cursor
+        except UnicodeEncodeError as error:
+            # Appends refuse invalid text before any SQL runs; a read naming
+            # such text (a lone surrogate in an id) fails in the driver's
+            # encoder: report it as the caller's bad request.
+            raise ReadRequestError(
+                f"a query argument is not valid text: {error.reason} "
+                f"({error.object[error.start : error.end]!r})"
+            ) from error
         finally:
             cursor.close()
 

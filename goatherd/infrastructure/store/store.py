@@ -133,6 +133,11 @@ class SqlAlchemyTraceStore:
         self._bus: EffectPublisher | None = None
         self._blob_limit = DEFAULT_CHECKPOINT_BLOB_LIMIT
         self._postgres = engine.dialect.name == "postgresql"
+        # SQLite appends reuse one connection (held while the store is open):
+        # a pool checkout, reset and checkin per append cost as much as the
+        # append's statements. PostgreSQL keeps the pool (and its pre-ping).
+        self._hold_writer = not self._postgres
+        self._writer: Connection | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -148,6 +153,10 @@ class SqlAlchemyTraceStore:
 
     def close(self) -> None:
         """Release the store's connections."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
         self._engine.dispose()
 
     def __enter__(self) -> Self:
@@ -180,7 +189,7 @@ class SqlAlchemyTraceStore:
     @contextmanager
     def _writing(self) -> Iterator[tuple[StoreReader, int]]:
         self._refuse_if_read_only()
-        with self._lock, self._write_engine.begin() as conn:
+        with self._lock, self._write_transaction() as conn:
             # The meta row is the serialization point on PostgreSQL (FOR UPDATE);
             # SQLite already holds its write lock since BEGIN IMMEDIATE.
             reader = StoreReader(conn, self._cache)
@@ -189,6 +198,17 @@ class SqlAlchemyTraceStore:
             if not rows:
                 raise TraceStoreError("trace store meta is missing next_commit_seq")
             yield reader, int(rows[0][0])
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[Connection]:
+        if not self._hold_writer:
+            with self._write_engine.begin() as conn:
+                yield conn
+            return
+        if self._writer is None or self._writer.invalidated:
+            self._writer = self._write_engine.connect()
+        with self._writer.begin():
+            yield self._writer
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
