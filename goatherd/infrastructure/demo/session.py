@@ -1,0 +1,398 @@
+"""Run (or resume) the demo's best-of-n session in a stable directory.
+
+Layout of the demo directory::
+
+    project/               the sample git project; the root scope works in
+                           place on it (scope:demo:main)
+    worktrees/<attempt>/   one detached worktree per attempt (removed when
+                           the attempt ends)
+    trace.sqlite           the trace
+    .goatherd-demo         marks the directory as the demo's (``--fresh``
+                           deletes only what the demo created)
+
+:func:`run_demo` opens the trace, rebuilds the scope tree from it
+(``recover_scopes``, re-adopting the worktrees by their recorded paths),
+finishes whatever a crash interrupted (:mod:`.resume`), runs the attempts
+still missing as one ``best_of_n`` round, records
+``demo.session.completed.v1`` and returns the session as the trace tells it.
+A completed session is not run again. See ADR 0022.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TypeVar
+
+from returns.result import Failure, Result
+
+from goatherd.application import (
+    RetainedOutput,
+    Sandbox,
+    SandboxSpec,
+    Scope,
+    ScopeManager,
+    Supervisor,
+    best_of_n,
+)
+from goatherd.domain import GoatherdError, ScopeState
+from goatherd.domain.effects import EffectEvent
+from goatherd.infrastructure.bootstrap import Runtime, open_runtime
+from goatherd.infrastructure.demo.agent_runner import run_agent
+from goatherd.infrastructure.demo.agents import AGENTS, agent_named
+from goatherd.infrastructure.demo.project import changed_paths, create_project
+from goatherd.infrastructure.demo.resume import finish_interrupted
+from goatherd.infrastructure.demo.rules import demo_supervisor
+from goatherd.infrastructure.demo.state import (
+    COMPLETED_SCHEMA,
+    ROOT_OWNER,
+    ROUND_SCHEMA,
+    RoundPlan,
+    SessionState,
+    read_session,
+    tests_verdict,
+)
+from goatherd.infrastructure.inspection import TraceStats, trace_stats
+from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
+
+__all__ = [
+    "DemoError",
+    "DemoLayout",
+    "DemoOptions",
+    "DemoRun",
+    "default_demo_dir",
+    "run_demo",
+]
+
+ROOT_SCOPE: Final = f"scope:{ROOT_OWNER}"
+_MARKER: Final = ".goatherd-demo"
+_MARKER_TEXT: Final = "a goatherd demo directory (goatherd demo --fresh wipes it)\n"
+T = TypeVar("T")
+Progress = Callable[[str], None]
+
+
+class DemoError(GoatherdError):
+    """The demo cannot run here (a foreign directory, a missing project...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoLayout:
+    """Where the demo keeps its project, worktrees and trace."""
+
+    root: Path
+
+    @property
+    def project(self) -> Path:
+        """The sample project (the root scope's in-place repository)."""
+        return self.root / "project"
+
+    @property
+    def worktrees(self) -> Path:
+        """The attempts' worktrees."""
+        return self.root / "worktrees"
+
+    @property
+    def trace(self) -> Path:
+        """The SQLite trace file."""
+        return self.root / "trace.sqlite"
+
+    @property
+    def marker(self) -> Path:
+        """The file that marks the directory as the demo's."""
+        return self.root / _MARKER
+
+    def worktree_for(self, owner: str) -> Path:
+        """The worktree of the attempt writing to ``owner``."""
+        return self.worktrees / owner.removeprefix(ROOT_OWNER + ":").replace(":", "-")
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    """How to run the demo.
+
+    Attributes:
+        directory: the demo directory (stable, so a rerun resumes).
+        fresh: wipe what an earlier run left and start over.
+        crash_after: SIGKILL this process after that many appended records
+            (path entries); ``0`` never.
+    """
+
+    directory: Path
+    fresh: bool = False
+    crash_after: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRun:
+    """The session as the trace tells it once the command is done.
+
+    Attributes:
+        layout: where everything is.
+        state: the recorded session.
+        resumed: the trace held an unfinished session this run finished.
+        already_complete: the session had completed before this run.
+        stats: what the trace holds at the end.
+        project_changes: the project's paths that differ from its commit
+            (the winner's change, once settled).
+    """
+
+    layout: DemoLayout
+    state: SessionState
+    resumed: bool
+    already_complete: bool
+    stats: TraceStats
+    project_changes: tuple[str, ...]
+
+
+def default_demo_dir() -> Path:
+    """Return ``<tempdir>/goatherd-demo`` (stable, so a rerun resumes)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "goatherd-demo"
+
+
+def run_demo(options: DemoOptions, progress: Progress | None = None) -> DemoRun:
+    """Run the demo session, or finish and summarize the one recorded.
+
+    Raises:
+        DemoError: the directory is not the demo's, or the project is missing
+            while the trace refers to it.
+        GoatherdError: a runtime step the trace or a sandbox refused.
+    """
+    say = progress or (lambda _text: None)
+    layout = DemoLayout(options.directory.resolve())
+    _prepare_directory(layout, options.fresh, say)
+    tap = _crash_tap(options.crash_after) if options.crash_after > 0 else None
+    with open_runtime(layout.trace, tap=tap) as runtime:
+        return _Session(runtime, layout, say).run()
+
+
+# ------------------------------------------------------------ the directory
+
+
+def _prepare_directory(layout: DemoLayout, fresh: bool, say: Progress) -> None:
+    root = layout.root
+    if root.exists() and not root.is_dir():
+        raise DemoError(f"demo directory {root} is a file")
+    ours = layout.marker.exists()
+    if root.exists() and any(root.iterdir()) and not ours:
+        raise DemoError(
+            f"{root} is not empty and is not a goatherd demo directory;"
+            " pick another one with --dir"
+        )
+    if fresh and ours:
+        say(f"wiping the previous demo in {root}")
+        _wipe(layout)
+    root.mkdir(parents=True, exist_ok=True)
+    layout.marker.write_text(_MARKER_TEXT, encoding="utf-8")
+    trace_exists = layout.trace.exists()
+    if layout.project.exists() and not trace_exists:
+        # Nothing recorded refers to it: start from the pristine project.
+        _wipe(layout)
+    if not layout.project.exists():
+        if trace_exists:
+            raise DemoError(
+                f"the trace {layout.trace} refers to the project {layout.project},"
+                " which is missing; start over with --fresh"
+            )
+        say(f"creating the sample project in {layout.project}")
+        create_project(layout.project)
+
+
+def _wipe(layout: DemoLayout) -> None:
+    project = layout.project
+    for path in (project, layout.worktrees, project.with_name("project.creating")):
+        shutil.rmtree(path, ignore_errors=True)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{layout.trace}{suffix}").unlink(missing_ok=True)
+
+
+def _crash_tap(after: int) -> Callable[[EffectEvent], None]:
+    """Kill this process (no cleanup at all) once ``after`` records are in."""
+    seen = 0
+
+    def tap(event: EffectEvent) -> None:
+        nonlocal seen
+        seen += 1
+        if seen >= after:
+            print(
+                f"goatherd demo: --crash-after {after}: killing this process now",
+                file=sys.stderr,
+                flush=True,
+            )
+            os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+    return tap
+
+
+# ------------------------------------------------------------ the session
+
+
+class _Session:
+    def __init__(self, runtime: Runtime, layout: DemoLayout, say: Progress) -> None:
+        self._runtime = runtime
+        self._layout = layout
+        self._say = say
+
+    def _read(self) -> SessionState:
+        return read_session(self._runtime.events)
+
+    def run(self) -> DemoRun:
+        state = self._read()
+        if state.completed is not None:
+            self._say("the session already completed; nothing to do")
+            return self._result(state, resumed=False, already_complete=True)
+        resumed = bool(state.rounds)
+        manager = self._recover(state)
+        supervisor = demo_supervisor(manager, self._runtime.store)
+        if resumed:
+            self._say("resuming the session recorded in the trace")
+            state = finish_interrupted(manager, self._read, self._say)
+        self._remove_orphan_worktrees()
+        if state.winner is None:
+            self._run_round(manager, supervisor, state)
+            state = self._read()
+        self._complete(manager, state)
+        return self._result(self._read(), resumed=resumed, already_complete=False)
+
+    def _result(
+        self, state: SessionState, *, resumed: bool, already_complete: bool
+    ) -> DemoRun:
+        return DemoRun(
+            self._layout,
+            state,
+            resumed,
+            already_complete,
+            trace_stats(self._runtime.store),
+            changed_paths(self._layout.project),
+        )
+
+    def _recover(self, state: SessionState) -> ScopeManager:
+        active = {a.owner for a in state.attempts if a.state is ScopeState.ACTIVE}
+        manager = _ok(self._runtime.recover(self._resolver(active)))
+        if manager.get(ROOT_SCOPE) is None:
+            _ok(manager.create(ROOT_OWNER, self._root_sandbox()))
+        return manager
+
+    def _root_sandbox(self) -> Sandbox:
+        sandbox = new_local_git_sandbox(self._layout.project)
+        sandbox.create(SandboxSpec())
+        return sandbox
+
+    def _resolver(self, active: set[str]) -> Callable[[str, str, str], Sandbox | None]:
+        """Re-adopt the root in place and each active attempt's worktree."""
+
+        def resolve(scope_id: str, backend: str, path: str) -> Sandbox | None:
+            owner = scope_id.removeprefix("scope:")
+            if owner == ROOT_OWNER:
+                return self._root_sandbox()
+            if owner not in active or backend != "git" or not path:
+                return None  # ended attempts: their worktrees are cleaned below
+            if not Path(path).is_dir():
+                return None
+            return new_worktree_sandbox(self._layout.project, path)
+
+        return resolve
+
+    def _remove_orphan_worktrees(self) -> None:
+        """Remove worktrees no active attempt owns (a crash left them)."""
+        worktrees = self._layout.worktrees
+        if not worktrees.is_dir():
+            return
+        active = {
+            str(self._layout.worktree_for(a.owner))
+            for a in self._read().attempts
+            if a.state is ScopeState.ACTIVE
+        }
+        for path in sorted(worktrees.iterdir()):
+            if str(path) not in active:
+                self._say(f"removing the orphaned worktree {path}")
+                new_worktree_sandbox(self._layout.project, path).destroy()
+
+    # ------------------------------------------------------------ a round
+
+    def _next_round(self, state: SessionState) -> RoundPlan:
+        done = {a.agent for a in state.attempts if a.status == "denied"}
+        agents = tuple(a.name for a in AGENTS if a.name not in done)
+        if not agents:
+            raise DemoError("every agent was denied: no attempt can win")
+        number = max((r.number for r in state.rounds), default=0) + 1
+        prefix = f"{ROOT_OWNER}:attempt"
+        if number > 1:
+            prefix = f"{ROOT_OWNER}:round-{number}-attempt"
+        return RoundPlan(number, prefix, agents)
+
+    def _run_round(
+        self, manager: ScopeManager, supervisor: Supervisor, state: SessionState
+    ) -> None:
+        plan = self._next_round(state)
+        self._say(
+            f"round {plan.number}: best-of-{len(plan.agents)} with "
+            + ", ".join(plan.agents)
+        )
+        payload = {
+            "round": plan.number,
+            "owner_prefix": plan.owner_prefix,
+            "agents": list(plan.agents),
+        }
+        _ok(manager.append_fact(ROOT_SCOPE, ROUND_SCHEMA, "demo:round", payload))
+
+        def handler_for(name: str) -> Callable[[Scope], object]:
+            agent = agent_named(name)
+            return lambda scope: run_agent(agent, scope, supervisor, manager)
+
+        def sandbox_for(index: int) -> Sandbox:
+            path = self._layout.worktree_for(plan.owner(index))
+            return new_worktree_sandbox(self._layout.project, path)
+
+        store = self._runtime.store
+
+        def chooser(outputs: Sequence[RetainedOutput]) -> RetainedOutput | None:
+            passing = (
+                o for o in outputs if tests_verdict(store, o.scope_id[6:]) is True
+            )
+            return next(passing, None)
+
+        result = best_of_n(
+            manager,
+            ROOT_SCOPE,
+            [handler_for(name) for name in plan.agents],
+            sandbox_for=sandbox_for,
+            chooser=chooser,
+            supervisor=supervisor,
+            owner_prefix=plan.owner_prefix,
+        )
+        if isinstance(result, Failure):
+            raise DemoError(f"the session found no winner: {result.failure()}")
+
+    def _complete(self, manager: ScopeManager, state: SessionState) -> None:
+        winner = state.winner
+        if winner is None:
+            raise DemoError("the session ended without a winner")
+        output = winner.winning_output
+        assert output is not None
+        assert output.action is not None
+        payload = {
+            "winner_scope": winner.scope_id,
+            "agent": winner.agent,
+            "round": winner.round,
+            "output_id": output.output_id,
+            "action": output.action.value,
+            "rounds": len(state.rounds),
+            "attempts": len(state.attempts),
+        }
+        _ok(
+            manager.append_fact(ROOT_SCOPE, COMPLETED_SCHEMA, "demo:completed", payload)
+        )
+        self._say(f"the winner is {winner.agent} ({winner.scope_id})")
+
+
+def _ok(result: Result[T, GoatherdError]) -> T:
+    if isinstance(result, Failure):
+        raise result.failure()
+    return result.unwrap()
