@@ -101,7 +101,7 @@ def canonical_json_bytes(value: object, *, root: str = "payload") -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        _walk(value, root, set())
+        _walk_root(value, root)
         raise CanonicalValueError(root, "contains a lone surrogate") from None
 
 
@@ -162,7 +162,7 @@ def check_canonical(value: object, *, root: str = "payload") -> None:
     twice is fine but a cycle is not), checks every key and scalar and names the
     first offending path.
     """
-    _walk(value, root, set())
+    _walk_root(value, root)
 
 
 def _encode(
@@ -171,14 +171,14 @@ def _encode(
     try:
         text = "".join(encoder(value, 0))
     except (TypeError, ValueError, RecursionError) as exc:
-        _walk(value, root, set())
+        _walk_root(value, root)
         # The walk accepted what the encoder refused (for example an integer
         # beyond Python's digit limit): report the encoder's own reason.
         raise CanonicalValueError(root, str(exc)) from exc
     try:
         _check_keys(value)
-    except TypeError:
-        _walk(value, root, set())
+    except (TypeError, RecursionError):
+        _walk_root(value, root)
         raise
     return text
 
@@ -188,7 +188,7 @@ def _ensure_utf8(text: str, value: object, root: str) -> None:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            _walk(value, root, set())
+            _walk_root(value, root)
             raise CanonicalValueError(root, "contains a lone surrogate") from None
 
 
@@ -214,13 +214,24 @@ def _check_keys(value: object) -> None:
 
 def _check_subclass(value: object) -> None:
     try:
-        _walk(value, "", set())
+        _walk_root(value, "")
     except CanonicalEncodingError as exc:
         raise TypeError(exc.reason) from None
 
 
 _CONTAINERS: Final = frozenset({dict, list, tuple})
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _walk_root(value: object, root: str) -> None:
+    # Deep nesting exhausts the interpreter's stack in the walk as in the
+    # encoder: report it as the value's fault, never as a RecursionError.
+    try:
+        _walk(value, root, set())
+    except RecursionError:
+        raise CanonicalValueError(
+            root, "nests too deeply (beyond the interpreter's recursion limit)"
+        ) from None
 
 
 def _walk(value: object, path: str, ancestors: set[int]) -> None:

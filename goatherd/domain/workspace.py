@@ -60,6 +60,8 @@ class WorkspaceState:
         Raises:
             ValueError: when the mapping is not a workspace state.
         """
+        if not isinstance(value, Mapping):
+            raise ValueError("a workspace state must be an object")
         backend = value.get("backend", "")
         revision = value.get("revision", "")
         data = value.get("data")

@@ -76,6 +76,8 @@ _CONTEXT_REFS: Final = (
     "visibility_policy_refs",
 )
 Progress = Callable[[str, int, int], None]
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 
 
 class ImportRejectedError(GoatherdError, ValueError):
@@ -326,6 +328,7 @@ class _Plan:
     known_contexts: set[str] = field(default_factory=set)
     next_ordinal: dict[str, int] = field(default_factory=dict)
     next_position: int = 0
+    ledger_ids: set[str] = field(default_factory=set)
 
 
 def import_trace(
@@ -559,12 +562,16 @@ def _prove_entry(
     if position is None:
         if path_ref != WITNESS_OWNER or receipt != f"witness:{record_id}":
             raise ValueError(f"entry on {path_ref!r} has no log position")
+        if context_ref:
+            raise ValueError(f"witness entry cites a context {context_ref!r}")
     else:
         if position != plan.next_position or receipt != f"commit:{position}":
             raise ValueError(
                 f"log position {position} / {receipt} where {plan.next_position} is due"
             )
         plan.next_position += 1
+        if path_ref == WITNESS_OWNER:
+            raise ValueError(f"a logged entry on the witness path {path_ref!r}")
         if context_ref not in plan.known_contexts:
             raise ValueError(f"path entry cites unknown context {context_ref!r}")
     plan.next_ordinal[path_ref] = expected + 1
@@ -609,9 +616,11 @@ def _prove_materialization(obj: dict[str, Any], plan: _Plan) -> None:
     receipt = obj["receipt"]
     if not isinstance(receipt, dict):
         raise TypeError("a materialization receipt must be an object")
+    intent = _text(obj, "materialize_intent_id")
+    _once(plan, "materialization", intent)
     plan.materializations.append(
         {
-            "materialize_intent_id": _text(obj, "materialize_intent_id"),
+            "materialize_intent_id": intent,
             "request_digest": _text(obj, "request_digest"),
             "receipt_json": storage_json(receipt, root="receipt"),
             "completed_at": _text(obj, "completed_at"),
@@ -625,9 +634,13 @@ def _prove_checkpoint(obj: dict[str, Any], plan: _Plan) -> None:
     seq, created = obj["seq"], obj["created_at_unixnano"]
     if not isinstance(seq, int) or not isinstance(created, int):
         raise TypeError("checkpoint seq and created_at_unixnano must be integers")
+    if not (_INT64_MIN <= seq <= _INT64_MAX and _INT64_MIN <= created <= _INT64_MAX):
+        raise ValueError("checkpoint seq and created_at_unixnano must fit 64 bits")
+    checkpoint_id = _text(obj, "checkpoint_id")
+    _once(plan, "checkpoint", checkpoint_id)
     plan.checkpoints.append(
         {
-            "checkpoint_id": _text(obj, "checkpoint_id"),
+            "checkpoint_id": checkpoint_id,
             "scope_id": _text(obj, "scope_id"),
             "seq": seq,
             "state_json": storage_json(state.to_json(), root="state"),
@@ -635,6 +648,13 @@ def _prove_checkpoint(obj: dict[str, Any], plan: _Plan) -> None:
             "created_at_unixnano": created,
         }
     )
+
+
+def _once(plan: _Plan, kind: str, identifier: str) -> None:
+    key = f"{kind}:{identifier}"
+    if key in plan.ledger_ids:
+        raise ValueError(f"{kind} {identifier!r} appears twice")
+    plan.ledger_ids.add(key)
 
 
 def _write(store: SqlAlchemyTraceStore, plan: _Plan) -> None:

@@ -31,8 +31,8 @@ def clean_relative(path: str, *, allow_root: bool = False) -> str:
     if path.startswith(("/", "\\")) or PureWindowsPath(path).drive:
         raise WorkspaceEscapeError(path, "is absolute")
     parts = [part for part in path.split("/") if part not in ("", ".")]
-    if parts and PureWindowsPath(parts[0]).drive:
-        # "./C:" normalizes to a drive path: refuse it like "C:" itself.
+    if parts and (parts[0].startswith("\\") or PureWindowsPath(parts[0]).drive):
+        # "./C:" and "./\\x" normalize to absolute paths: refuse them as such.
         raise WorkspaceEscapeError(path, "is absolute")
     if ".." in parts:
         raise WorkspaceEscapeError(path, "has a '..' component")

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, insert, inspect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from goatherd.domain.errors import NotATraceStoreError
+from goatherd.domain.errors import NotATraceStoreError, ReadRequestError
 from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     META_SCHEMA,
@@ -67,6 +67,7 @@ def sqlite_engine(path: str, durability: str) -> Engine:
             connect_args={"check_same_thread": False},
         )
         _install_sqlite_hooks(engine, pragmas=("PRAGMA foreign_keys=ON",))
+        _install_text_guard(engine)
         return engine
     _classify_sqlite_file(path)
     engine = create_engine(
@@ -82,6 +83,7 @@ def sqlite_engine(path: str, durability: str) -> Engine:
         f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}",
     )
     _install_sqlite_hooks(engine, pragmas=pragmas)
+    _install_text_guard(engine)
     return engine
 
 
@@ -103,13 +105,16 @@ def sqlite_read_only_engine(path: str) -> Engine:
 
     engine = create_engine("sqlite://", creator=connect)
     _install_sqlite_hooks(engine, pragmas=(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",))
+    _install_text_guard(engine)
     return engine
 
 
 def postgres_engine(url: str, **options: Any) -> Engine:
     """Return a pooled engine for a ``postgresql+psycopg://`` URL."""
     options.setdefault("pool_pre_ping", True)
-    return create_engine(url, **options)
+    engine = create_engine(url, **options)
+    _install_text_guard(engine)
+    return engine
 
 
 def ensure_schema(engine: Engine) -> None:
@@ -220,6 +225,20 @@ def _install_sqlite_hooks(engine: Engine, *, pragmas: tuple[str, ...]) -> None:
         conn.connection.driver_connection.execute(  # type: ignore[union-attr]
             "BEGIN IMMEDIATE" if write else "BEGIN"
         )
+
+
+def _install_text_guard(engine: Engine) -> None:
+    # Appends refuse text that is not valid Unicode before any SQL runs; a
+    # read naming such text (a lone surrogate in an owner or id) would fail in
+    # the driver's encoder. Report it as the caller's bad request instead.
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        error = context.original_exception
+        if isinstance(error, UnicodeEncodeError):
+            raise ReadRequestError(
+                f"a query argument is not valid text: {error.reason} "
+                f"({error.object[error.start : error.end]!r})"
+            ) from error
 
 
 def _not_a_database(error: BaseException | None) -> bool:
