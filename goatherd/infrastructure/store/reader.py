@@ -13,17 +13,12 @@ import threading
 from collections.abc import Collection, Iterable, Iterator
 from typing import NamedTuple, TypeVar
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from goatherd.domain.errors import UnknownFactError
 from goatherd.domain.records import RecordBody, RecordEnvelope, RetainedContext
 from goatherd.infrastructure.store.codec import decode_context, decode_record
 from goatherd.infrastructure.store.driver import Driver, placeholders
-from goatherd.infrastructure.store.schema import (
-    path_entries,
-    record_edges,
-    records,
-)
 
 __all__ = ["ContentCache", "EntryRow", "RecordContent", "StoreReader"]
 
@@ -171,13 +166,9 @@ class StoreReader:
         """Return each record's first path entry in (path_ref, ordinal) order."""
         first: dict[str, EntryRow] = {}
         for chunk in _chunks(list(dict.fromkeys(ids))):
-            stmt = (
-                select(*_ENTRY_COLUMNS)
-                .where(path_entries.c.record_id.in_(chunk))
-                .order_by(path_entries.c.path_ref, path_entries.c.path_ordinal)
-            )
-            for row in self.conn.execute(stmt):
-                entry = EntryRow(*row)
+            sql = _ENTRIES_OF_SQL.format(placeholders(len(chunk)))
+            for row in self.driver.rows(sql, chunk):
+                entry = EntryRow._make(row)
                 if entry.record_id not in first or _before(entry, first):
                     first[entry.record_id] = entry
         return first
@@ -186,13 +177,8 @@ class StoreReader:
         """Return an owner path's entries with ordinal <= ``through``, ascending."""
         if through < 0:
             return []
-        stmt = (
-            select(*_ENTRY_COLUMNS)
-            .where(path_entries.c.path_ref == owner)
-            .where(path_entries.c.path_ordinal <= min(through, _MAX_ORDINAL))
-            .order_by(path_entries.c.path_ordinal)
-        )
-        return [EntryRow(*row) for row in self.conn.execute(stmt)]
+        rows = self.driver.rows(_OWNER_ENTRIES_SQL, (owner, min(through, _MAX_ORDINAL)))
+        return list(map(EntryRow._make, rows))
 
     def closure_entries(self, roots: Collection[str]) -> list[EntryRow]:
         """Return the first path entry of every record in the roots' causal closure.
@@ -205,36 +191,17 @@ class StoreReader:
         """
         if not roots:
             return []
-        seed = select(records.c.record_id.label("record_id")).where(
-            records.c.record_id.in_(list(roots))
-        )
-        closure = seed.cte("closure", recursive=True)
-        closure = closure.union(
-            select(record_edges.c.parent_record_id).join(
-                closure, record_edges.c.child_record_id == closure.c.record_id
-            )
-        )
-        stmt = (
-            select(*_ENTRY_COLUMNS)
-            .where(path_entries.c.record_id.in_(select(closure.c.record_id)))
-            .order_by(path_entries.c.path_ref, path_entries.c.path_ordinal)
-        )
+        ids = list(roots)
+        sql = _CLOSURE_ENTRIES_SQL.format(placeholders(len(ids)))
         entries: dict[str, EntryRow] = {}
-        for row in self.conn.execute(stmt):
-            entries.setdefault(row[0], EntryRow(*row))
+        for row in self.driver.rows(sql, ids):
+            entries.setdefault(row[0], EntryRow._make(row))
         for root in roots:
             if root not in entries:
                 raise UnknownFactError(f"unknown fact id: {root}")
         return list(entries.values())
 
 
-_ENTRY_COLUMNS = (
-    path_entries.c.record_id,
-    path_entries.c.path_ref,
-    path_entries.c.path_ordinal,
-    path_entries.c.retained_context_ref,
-    path_entries.c.kind_label,
-)
 _MAX_ORDINAL = 2**63 - 1
 
 _RECORDS_SQL = (
@@ -255,6 +222,24 @@ _CONTEXTS_SQL = (
     "SELECT context_id, active_binding_refs_json, capability_witness_refs_json, "
     "semantic_environment_refs_json, visibility_policy_refs_json, substrate_ref, "
     "containment FROM contexts WHERE context_id IN "
+)
+_ENTRY_SQL = (
+    "SELECT record_id, path_ref, path_ordinal, retained_context_ref, kind_label "
+    "FROM path_entries "
+)
+_ENTRIES_OF_SQL = _ENTRY_SQL + "WHERE record_id IN {} ORDER BY path_ref, path_ordinal"
+_OWNER_ENTRIES_SQL = (
+    _ENTRY_SQL + "WHERE path_ref = ? AND path_ordinal <= ? ORDER BY path_ordinal"
+)
+# The causal closure in one recursive query over the ordered parent edges.
+_CLOSURE_ENTRIES_SQL = (
+    "WITH RECURSIVE closure(record_id) AS ("
+    "SELECT record_id FROM records WHERE record_id IN {} "
+    "UNION SELECT e.parent_record_id FROM record_edges e "
+    "JOIN closure c ON e.child_record_id = c.record_id) "
+    "SELECT record_id, path_ref, path_ordinal, retained_context_ref, kind_label "
+    "FROM path_entries WHERE record_id IN (SELECT record_id FROM closure) "
+    "ORDER BY path_ref, path_ordinal"
 )
 _ORDINALS_SQL = (
     "SELECT trace_owner_id, next_ordinal FROM owner_ordinals WHERE trace_owner_id IN "
