@@ -186,6 +186,7 @@ class ProjectionRunner:
         self._poll = poll_interval
         self._lock = threading.RLock()
         self._ready: set[str] = set()
+        self._positions: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
@@ -252,8 +253,8 @@ class ProjectionRunner:
                 )
         self._ready.add(projection.name)
 
-    @staticmethod
-    def _reset(conn: Connection, projection: AnyProjection) -> None:
+    def _reset(self, conn: Connection, projection: AnyProjection) -> None:
+        self._positions.pop(projection.name, None)
         view = projection.bind_view(conn)
         view.drop()
         view.create()
@@ -264,19 +265,30 @@ class ProjectionRunner:
         )
 
     def _position(self, name: str) -> int:
-        with self._read() as conn:
-            position = conn.execute(
-                select(_TRACKING.c.position).where(_TRACKING.c.name == name)
-            ).scalar_one()
-        return int(position)
+        """Return the committed position, cached between steps.
+
+        Another runner's commit (or rebuild) makes the cache stale; the
+        compare-and-set of the next step detects that and drops the cache.
+        """
+        position = self._positions.get(name)
+        if position is None:
+            with self._read() as conn:
+                position = int(
+                    conn.execute(
+                        select(_TRACKING.c.position).where(_TRACKING.c.name == name)
+                    ).scalar_one()
+                )
+            self._positions[name] = position
+        return position
 
     def _step(self, projection: AnyProjection) -> int:
         """Apply one batch; return the positions advanced (0 when current)."""
         old = self._position(projection.name)
-        head = self._store.max_position()
-        entries = self._store.read_log(
-            after=old, limit=self._batch, schema_refs=projection.schema_refs
-        )
+        refs = projection.schema_refs
+        # A filtered read may skip to the head read BEFORE it (every position
+        # up to it was committed and so seen); an unfiltered read is gap-free.
+        head = -1 if refs is None else self._store.max_position()
+        entries = self._store.read_log(after=old, limit=self._batch, schema_refs=refs)
         new = entries[-1].position if entries else old
         if len(entries) < self._batch:
             new = max(new, head)
@@ -294,6 +306,7 @@ class ProjectionRunner:
             )
             if moved.rowcount != 1:
                 raise _PositionMovedError
+        self._positions[projection.name] = new
         return new - old
 
     def _catch_up_one(self, projection: AnyProjection) -> int:
@@ -303,6 +316,7 @@ class ProjectionRunner:
             try:
                 step = self._step(projection)
             except _PositionMovedError:
+                self._positions.pop(projection.name, None)
                 continue
             if step == 0:
                 return advanced

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, and_, func, or_, select
 from goatherd.domain.contexts import TRUSTED_READ_CONTEXT
 from goatherd.domain.records import WITNESS_OWNER, ModeFilter, Record
 from goatherd.domain.store import TraceStore
-from goatherd.infrastructure.projection_views import ui_index_table
+from goatherd.infrastructure.projection_views import record_key, ui_index_table
 from goatherd.projections import ui_record_object
 
 __all__ = [
@@ -161,6 +161,7 @@ def record_entries_json(conn: Connection, record_id: str) -> str:
     """Return every indexed path entry of one record (``/api/records/{id}``)."""
     rows = conn.execute(
         select(_TABLE.c.record_json)
+        .where(_TABLE.c.record_key == record_key(record_id))
         .where(_TABLE.c.record_id == record_id)
         .order_by(_TABLE.c.position)
     ).scalars()
