@@ -8,6 +8,7 @@ from goatherd.application import best_of_n as best_of_n_module
 from goatherd.application import (
     checkpoints,
     errors,
+    intervention_key,
     merge_review,
     ports,
     recovery,
@@ -25,6 +26,7 @@ from goatherd.application import materialize as materialize_module
 from goatherd.application.best_of_n import *
 from goatherd.application.checkpoints import *
 from goatherd.application.errors import *
+from goatherd.application.intervention_key import *
 from goatherd.application.materialize import *
 from goatherd.application.merge_review import *
 from goatherd.application.ports import *
@@ -43,6 +45,7 @@ __all__: list[str] = []
 __all__ += best_of_n_module.__all__
 __all__ += checkpoints.__all__
 __all__ += errors.__all__
+__all__ += intervention_key.__all__
 __all__ += materialize_module.__all__
 __all__ += merge_review.__all__
 __all__ += ports.__all__

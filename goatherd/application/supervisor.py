@@ -22,16 +22,16 @@ or the scope manager implementations.
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Final, Protocol
 
 from returns.result import Failure, Result, Success
 
+from goatherd.application.intervention_key import intervention_occurrence_key
 from goatherd.domain import (
     CAPTURE,
     DECLARATION,
@@ -43,6 +43,7 @@ from goatherd.domain import (
     AppendReceipt,
     GoatherdError,
     Intervention,
+    LogEntry,
     MergeProposal,
     RecordDraft,
     ScopeNotFoundError,
@@ -110,7 +111,11 @@ class ScopeDirectory(Protocol):
 
 
 class InterventionRecorder(Protocol):
-    """The part of the trace store that records interventions."""
+    """The part of the trace store that records interventions.
+
+    Besides appending, it reads a path's head, which identifies an
+    intervention triggered by a synthetic (unrecorded) event.
+    """
 
     def append(
         self,
@@ -120,6 +125,16 @@ class InterventionRecorder(Protocol):
         expected_heads: Mapping[str, int] | None = None,
     ) -> AppendReceipt:
         """Append a batch (idempotent by intent)."""
+        ...
+
+    def head(self, owner: str) -> int:
+        """Return the owner's next ordinal (0 for an unknown owner)."""
+        ...
+
+    def read_path(
+        self, owner: str, after_ordinal: int = -1, limit: int | None = None
+    ) -> Sequence[LogEntry]:
+        """Return ``owner``'s path entries after ``after_ordinal``, in order."""
         ...
 
 
@@ -275,28 +290,37 @@ class Supervisor:
         if chosen is not None:
             self._emit(event, *chosen, gate=False)
 
-    def check_call(self, event: SupervisedEvent) -> Intervention | None:
+    def check_call(
+        self, event: SupervisedEvent, *, seq: int | None = None
+    ) -> Intervention | None:
         """Gate one tool call synchronously: the first rule's verdict wins.
 
         ``None`` means proceed; ``deny`` means block and tell the model the
         reason; ``inject`` means proceed with guidance; ``halt`` means stop.
-        The decision is recorded; later rules are not consulted.
+        The decision is recorded; later rules are not consulted. A call that
+        is not a record yet is recorded once per occurrence: ``seq`` names the
+        occurrence, else its content at the path's head does (a retry records
+        nothing new; see :mod:`.intervention_key`).
         """
         for rule in self._snapshot_rules():
             if not rule.match(event):
                 continue
             intervention = rule.action(event)
             if intervention is not None:
-                return self._stamp_and_record(event, rule, intervention, gate=True)
+                return self._stamp_and_record(
+                    event, rule, intervention, gate=True, seq=seq
+                )
         return None
 
     def review_merge(
-        self, scope_id: str, proposal: MergeProposal
+        self, scope_id: str, proposal: MergeProposal, *, seq: int | None = None
     ) -> Intervention | None:
         """Present a merge proposal to the rules as a ``merge:proposed`` event.
 
         The event is synthetic (never recorded); the verdict is advisory: the
-        caller acts on it (typically denying on ``discard`` or ``deny``).
+        caller acts on it (typically denying on ``discard`` or ``deny``). A
+        replayed review of the same proposal records its verdict once; pass
+        ``seq`` to tell deliberate repeats apart.
         """
         owner = proposal.child_scope_id.removeprefix(SCOPE_ID_PREFIX)
         event = ReviewEvent(
@@ -309,7 +333,7 @@ class Supervisor:
             },
             timestamp=datetime.now(UTC),
         )
-        verdict = self.check_call(event)
+        verdict = self.check_call(event, seq=seq)
         if verdict is not None and not verdict.scope_id:
             verdict = replace(verdict, scope_id=scope_id)
         return verdict
@@ -331,11 +355,12 @@ class Supervisor:
         intervention: Intervention,
         *,
         gate: bool,
+        seq: int | None = None,
     ) -> Intervention:
         stamped = replace(intervention, time=datetime.now(UTC))
         if self._recorder is not None:
             try:
-                self._record(event, rule, stamped, gate=gate)
+                self._record(event, rule, stamped, gate=gate, seq=seq)
             except GoatherdError as error:
                 # A refused record must not kill the loop; it stays inspectable.
                 self.record_errors.append(error)
@@ -348,6 +373,7 @@ class Supervisor:
         intervention: Intervention,
         *,
         gate: bool,
+        seq: int | None,
     ) -> None:
         assert self._recorder is not None
         trigger = getattr(event, "record_id", "") or ""
@@ -356,9 +382,14 @@ class Supervisor:
         )
         source = "gate" if gate else "watch"
         position = getattr(event, "position", None)
-        # The same content can be appended many times (one record id, several
-        # path entries); the log position tells those occurrences apart.
-        key = f"{trigger}@{position}" if trigger else secrets.token_hex(16)
+        key = intervention_occurrence_key(
+            self._recorder,
+            owner,
+            event,
+            intervention,
+            skip_schema=INTERVENTION_SCHEMA_REF,
+            seq=seq,
+        )
         draft = RecordDraft(
             mode=CAPTURE,
             schema_ref=INTERVENTION_SCHEMA_REF,
