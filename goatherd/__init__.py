@@ -418,6 +418,7 @@ from goatherd.infrastructure import (
     parse_record_query,
     rebuild_projection,
     record_entries_json,
+    record_key,
     record_to_event,
     records_page_json,
     register_sandbox,
@@ -497,6 +498,7 @@ from goatherd.projections import (
     require_record,
     synthesize_cutoff,
     ui_entry,
+    ui_record_json,
     ui_record_object,
 )
 
@@ -951,6 +953,7 @@ __all__ = [
     "rebuild_projection",
     "record_digest",
     "record_entries_json",
+    "record_key",
     "record_to_event",
     "records_page_json",
     "recover_scopes",
@@ -986,6 +989,7 @@ __all__ = [
     "truncate_diff",
     "ui_entry",
     "ui_index_table",
+    "ui_record_json",
     "ui_record_object",
     "validate_witness_body",
     "witness_body_digest",
