@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
@@ -45,19 +46,39 @@ READ_REPEAT = 7
 Opener = Callable[[], AbstractContextManager[TraceStore]]
 
 
+class Timing(NamedTuple):
+    """Wall-clock and process-CPU seconds of one measured run."""
+
+    wall: float
+    cpu: float
+
+
+class Stopwatch:
+    """Measure wall and CPU time together (CPU excludes waits for fsync, locks)."""
+
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+
+    def stop(self) -> Timing:
+        return Timing(time.perf_counter() - self._wall, time.process_time() - self._cpu)
+
+
 @dataclass(frozen=True)
 class Row:
     scenario: str
     backend: str
     records: int
-    seconds: float
+    timing: Timing
     target: str
 
     def line(self) -> str:
-        rate = self.records / self.seconds if self.seconds else float("inf")
+        wall, cpu = self.timing
+        rate = self.records / wall if wall else float("inf")
         return (
-            f"{self.scenario:<44} {self.backend:<16} {self.records:>6} rec "
-            f"{self.seconds * 1e3:>9.1f} ms {rate:>10,.0f} rec/s   {self.target}"
+            f"{self.scenario:<42} {self.backend:<13} {self.records:>6} rec "
+            f"{wall * 1e3:>8.1f} ms {rate:>9,.0f} rec/s (cpu {cpu * 1e3:>7.1f} ms)"
+            f"   {self.target}"
         )
 
 
@@ -97,26 +118,26 @@ def _single(
 # ------------------------------------------------------------------ scenarios
 
 
-def append_one_owner(store: TraceStore, count: int) -> float:
-    start = time.perf_counter()
+def append_one_owner(store: TraceStore, count: int) -> Timing:
+    watch = Stopwatch()
     for n in range(count):
         store.append(TRUSTED_APPEND_CONTEXT, _single(f"bench-a-{n}", "agent:a", n))
-    return time.perf_counter() - start
+    return watch.stop()
 
 
-def append_round_robin(store: TraceStore, owners: int, per_owner: int) -> float:
+def append_round_robin(store: TraceStore, owners: int, per_owner: int) -> Timing:
     names = [f"agent:b{k}" for k in range(owners)]
-    start = time.perf_counter()
+    watch = Stopwatch()
     for n in range(per_owner):
         for owner in names:
             store.append(
                 TRUSTED_APPEND_CONTEXT, _single(f"bench-b-{owner}-{n}", owner, n)
             )
-    return time.perf_counter() - start
+    return watch.stop()
 
 
-def append_batches(store: TraceStore, batches: int, size: int) -> float:
-    start = time.perf_counter()
+def append_batches(store: TraceStore, batches: int, size: int) -> Timing:
+    watch = Stopwatch()
     for b in range(batches):
         drafts = tuple(_draft("agent:c", b * size + i) for i in range(size))
         group = AppendGroup(trace_owner_id="agent:c", fact_drafts=drafts)
@@ -124,7 +145,7 @@ def append_batches(store: TraceStore, batches: int, size: int) -> float:
             TRUSTED_APPEND_CONTEXT,
             AppendBatch(append_intent_id=f"bench-c-{b}", groups=(group,)),
         )
-    return time.perf_counter() - start
+    return watch.stop()
 
 
 def fill_owner(store: TraceStore, owner: str, count: int) -> None:
@@ -177,34 +198,38 @@ def fill_chain(store: TraceStore, owner: str, count: int) -> str:
     return tip
 
 
-def median_read_seconds(read: Callable[[], object]) -> float:
+def median_read(read: Callable[[], object]) -> Timing:
+    """Return the median wall and median CPU time of ``READ_REPEAT`` warm reads."""
     read()  # warm caches the way a long-lived process has them
     samples = []
     for _ in range(READ_REPEAT):
-        start = time.perf_counter()
+        watch = Stopwatch()
         read()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        samples.append(watch.stop())
+    return Timing(
+        statistics.median(t.wall for t in samples),
+        statistics.median(t.cpu for t in samples),
+    )
 
 
-def read_prefix_seconds(store: TraceStore, count: int) -> float:
+def read_prefix(store: TraceStore, count: int) -> Timing:
     fill_owner(store, "agent:d", count)
 
     def read() -> None:
         got = store.read_owner_prefix(TRUSTED_READ_CONTEXT, "agent:d", THROUGH_ALL)
         assert len(got.owner_paths["agent:d"]) == count
 
-    return median_read_seconds(read)
+    return median_read(read)
 
 
-def read_closure_seconds(store: TraceStore, count: int) -> float:
+def read_closure(store: TraceStore, count: int) -> Timing:
     tip = fill_chain(store, "agent:e", count)
 
     def read() -> None:
         got = store.read_causal_closure(TRUSTED_READ_CONTEXT, (tip,))
         assert len(got.facts_by_id) == count
 
-    return median_read_seconds(read)
+    return median_read(read)
 
 
 # ------------------------------------------------------------------ backends
@@ -307,7 +332,7 @@ def scenarios(open_store: Opener, backend: str) -> Iterator[Row]:
             "(d) read_owner_prefix (median)",
             backend,
             n_d,
-            read_prefix_seconds(store, n_d),
+            read_prefix(store, n_d),
             "<= 25 ms",
         )
     with open_store() as store:
@@ -315,7 +340,7 @@ def scenarios(open_store: Opener, backend: str) -> Iterator[Row]:
             "(e) read_causal_closure chain (median)",
             backend,
             n_e,
-            read_closure_seconds(store, n_e),
+            read_closure(store, n_e),
             "<= 10 ms",
         )
 
