@@ -4,10 +4,22 @@ Each module declares its public names in ``__all__``; this package re-exports
 them all.
 """
 
-from goatherd.infrastructure.substrates import kv, workspace
 from goatherd.infrastructure.substrates.kv import *
 from goatherd.infrastructure.substrates.workspace import *
 
-__all__: list[str] = []
-__all__ += kv.__all__
-__all__ += workspace.__all__
+# A literal list (not ``+=`` of the modules' lists) so mypy can follow the
+# two-level re-export through ``goatherd.infrastructure`` and the facade;
+# tests/infrastructure/substrates/test_package.py keeps it equal to the modules'.
+__all__ = [
+    "KVSubstrate",
+    "KV_PUT_APPLIED_SCHEMA_REF",
+    "KV_PUT_SCHEMA_REF",
+    "KV_SUBSTRATE_REF",
+    "SQLiteKVSubstrate",
+    "WORKSPACE_EXEC_APPLIED_SCHEMA_REF",
+    "WORKSPACE_EXEC_SCHEMA_REF",
+    "WORKSPACE_FILE_WRITE_APPLIED_SCHEMA_REF",
+    "WORKSPACE_FILE_WRITE_SCHEMA_REF",
+    "WORKSPACE_SUBSTRATE_REF",
+    "WorkspaceSubstrate",
+]
