@@ -60,7 +60,9 @@ def test_loads_return_independent_copies(path):
         mine.children.append("not-recorded")
         mine.append_fact("test.fact.v1", "fact", {})
         fresh = events.load(ScopeAggregate, "p")
-        assert fresh.children == [] and fresh.version == 0 and not fresh.pending()
+        assert fresh.children == []
+        assert fresh.version == 0
+        assert not fresh.pending()
 
 
 def test_a_long_fold_writes_a_snapshot_that_a_cold_load_resumes_from(path):
@@ -75,7 +77,8 @@ def test_a_long_fold_writes_a_snapshot_that_a_cold_load_resumes_from(path):
         resumed = TraceEventStore(store, snapshot_every=10).load(ScopeAggregate, "p")
         rebuilt = TraceEventStore(store, snapshot_every=0).load(ScopeAggregate, "p")
         assert resumed == rebuilt
-        assert resumed.version == 27 and live.version == 24
+        assert resumed.version == 27
+        assert live.version == 24
 
 
 def test_a_snapshot_that_does_not_match_the_path_is_ignored(path):
@@ -83,10 +86,9 @@ def test_a_snapshot_that_does_not_match_the_path_is_ignored(path):
         events = TraceEventStore(store, snapshot_every=5)
         grow(events, "p", 6)
         TraceEventStore(store, snapshot_every=5).load(ScopeAggregate, "p")
+        tamper = "UPDATE aggregate_snapshots SET record_id = 'x', state_json = '1'"
         with store.transaction() as conn:
-            conn.execute(
-                text("UPDATE aggregate_snapshots SET record_id = 'x', state_json = '{}'")
-            )
+            conn.execute(text(tamper))
         loaded = TraceEventStore(store, snapshot_every=5).load(ScopeAggregate, "p")
         assert loaded == TraceEventStore(store, snapshot_every=0).load(
             ScopeAggregate, "p"
