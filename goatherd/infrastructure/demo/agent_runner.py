@@ -240,18 +240,14 @@ class _AgentRun:
         snapshot = _ok(self._checkpoints.restore_checkpoint(self._checkpoint_id))
         restored = json.loads(snapshot)
         messages = [dict(m) for m in restored["messages"]]
-        dropped = len(self._report.messages) - len(messages)
+        payload = {
+            "checkpoint_id": self._checkpoint_id,
+            "messages_restored": len(messages),
+            "messages_dropped": len(self._report.messages) - len(messages),
+        }
         self._report.messages = messages
         self._say("runtime", f"checkpoint {self._checkpoint_id} restored")
-        self._fact(
-            AGENT_RESTORED_SCHEMA,
-            "agent:restored",
-            {
-                "checkpoint_id": self._checkpoint_id,
-                "messages_restored": len(messages),
-                "messages_dropped": dropped,
-            },
-        )
+        self._fact(AGENT_RESTORED_SCHEMA, "agent:restored", payload)
 
     # ------------------------------------------------------------ helpers
 

@@ -49,7 +49,7 @@ from goatherd.infrastructure.demo.state import (
 
 __all__ = ["CUT_OFF_REASON", "NOT_CHOSEN_REASON", "finish_interrupted"]
 
-CUT_OFF_REASON: Final = "cut off by a crash; discarded on recovery"
+CUT_OFF_REASON: Final = "cut off by a crash, discarded on recovery"
 NOT_CHOSEN_REASON: Final = "not chosen"
 ROOT_SCOPE: Final = f"scope:{ROOT_OWNER}"
 T = TypeVar("T")
@@ -82,7 +82,7 @@ def finish_interrupted(
                 finisher.discard_loser(attempt)
         state = read()
     for attempt in state.attempts:
-        if attempt.state is ScopeState.ACTIVE:
+        if attempt.state is ScopeState.ACTIVE or attempt.run is None:
             finisher.cut_off(attempt)
     return read()
 
@@ -136,13 +136,19 @@ class _Finisher:
         )
 
     def cut_off(self, attempt: AttemptView) -> None:
-        """Discard an attempt the crash interrupted and record why."""
-        self.progress(f"discarding {attempt.scope_id}: {CUT_OFF_REASON}")
-        pending = [o for o in attempt.outputs if o.action is None]
-        for output in pending:
-            _ok(self.manager.settle(output.output_id, SettlementAction.DISCARD.value))
-        if not pending:
-            _ok(self.manager.discard(attempt.scope_id))
+        """Discard an attempt the crash interrupted and record why.
+
+        An attempt already discarded (the crash came between its discard and
+        its run record) only gets the record.
+        """
+        if attempt.state is ScopeState.ACTIVE:
+            self.progress(f"discarding {attempt.scope_id}: {CUT_OFF_REASON}")
+            pending = [o for o in attempt.outputs if o.action is None]
+            discard = SettlementAction.DISCARD.value
+            for output in pending:
+                _ok(self.manager.settle(output.output_id, discard))
+            if not pending:
+                _ok(self.manager.discard(attempt.scope_id))
         if attempt.run is None:
             self._record(attempt, RunStatus.FAILED, CUT_OFF_REASON, None, "", "")
 

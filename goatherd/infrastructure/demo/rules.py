@@ -83,7 +83,7 @@ def blocked_scope_may_not_merge(
         return Intervention(
             InterventionType.DENY,
             scope_id_for_owner(event.trace_owner_id),
-            "this scope attempted a blocked command; it may not merge",
+            "this scope attempted a blocked command, so it may not merge",
         )
 
     return SupervisionRule(BLOCKED_MERGE_RULE, match, action)

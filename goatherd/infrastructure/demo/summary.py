@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Final
 
+from goatherd.infrastructure.demo.resume import CUT_OFF_REASON
 from goatherd.infrastructure.demo.session import DemoRun
 from goatherd.infrastructure.demo.state import ROOT_OWNER, AttemptView
 
@@ -24,25 +25,26 @@ def traceui_command(run: DemoRun) -> str:
     return f"goatherd traceui --db {shlex.quote(str(run.layout.trace))}"
 
 
-def attempt_outcome(attempt: AttemptView) -> tuple[str, str]:
-    """Return an attempt's outcome label and the reason behind it."""
+def attempt_outcome(attempt: AttemptView) -> tuple[str, list[str]]:
+    """Return an attempt's outcome label and the lines explaining it."""
     run = attempt.run or {}
     status = attempt.status
     reason = str(run.get("reason") or "")
     if status == "denied":
-        calls = ", ".join(f"`{cmd}`" for cmd in attempt.blocked)
-        gate = f"the gate blocked {calls}; " if calls else ""
-        return "DENIED", f"{gate}merge denied: {reason}"
+        blocked = [f"the gate blocked `{cmd}`" for cmd in attempt.blocked]
+        return "DENIED", [*blocked, f"merge denied: {reason}"]
     if status == "sealed" and run.get("output_action") == "discarded":
-        return "DISCARDED", _with_tests(reason or "not chosen", attempt)
+        return "DISCARDED", [_with_tests(reason or "not chosen", attempt)]
     if status in ("selected", "applied"):
-        detail = _with_tests("chosen", attempt)
+        details = [_with_tests("chosen", attempt)]
         if attempt.restores:
-            detail += f"; restored {attempt.restores} checkpoint(s) on the way"
-        return status.upper(), detail
+            details.append(f"restored {attempt.restores} checkpoint(s) on the way")
+        return status.upper(), details
+    if status == "failed" and reason == CUT_OFF_REASON:
+        return "CUT OFF", [reason]
     if status:
-        return status.upper(), reason
-    return "UNFINISHED", "no run record yet"
+        return status.upper(), [reason] if reason else []
+    return "UNFINISHED", ["no run record yet"]
 
 
 def _with_tests(text: str, attempt: AttemptView) -> str:
@@ -68,8 +70,10 @@ def render_summary(run: DemoRun) -> str:
         )
     lines += ["", "attempts"]
     for attempt in attempts:
-        label, reason = attempt_outcome(attempt)
-        lines.append(f"  {attempt.agent or '?':<8}  {label:<10}  {reason}")
+        label, details = attempt_outcome(attempt)
+        name = attempt.owner.removeprefix(ROOT_OWNER + ":")
+        lines.append(f"  {name} ({attempt.agent or '?'}): {label}")
+        lines.extend(f"      {line}" for line in details)
     lines += ["", *_winner_lines(run), "", *_record_lines(run.stats.schemas)]
     lines.append(f"  {run.stats.records} records in total")
     lines += [
@@ -142,14 +146,14 @@ def summary_json(run: DemoRun) -> dict[str, object]:
 
 
 def _attempt_json(attempt: AttemptView) -> dict[str, object]:
-    label, reason = attempt_outcome(attempt)
+    label, details = attempt_outcome(attempt)
     return {
         "scope": attempt.scope_id,
         "agent": attempt.agent,
         "round": attempt.round,
         "state": attempt.state.value,
         "outcome": label.lower(),
-        "reason": reason,
+        "reason": "; ".join(details),
         "tests_passed": attempt.tests_passed,
         "denials": list(attempt.denials),
         "checkpoints_restored": attempt.restores,
