@@ -4,6 +4,7 @@
 """
 
 from goatherd.infrastructure import (
+    bootstrap,
     bus,
     eventstore,
     projection_runner,
@@ -13,6 +14,7 @@ from goatherd.infrastructure import (
     substrates,
     traceui,
 )
+from goatherd.infrastructure.bootstrap import *
 from goatherd.infrastructure.bus import *
 from goatherd.infrastructure.eventstore import *
 from goatherd.infrastructure.projection_runner import *
@@ -23,6 +25,7 @@ from goatherd.infrastructure.substrates import *
 from goatherd.infrastructure.traceui import *
 
 __all__: list[str] = []
+__all__ += bootstrap.__all__
 __all__ += bus.__all__
 __all__ += eventstore.__all__
 __all__ += projection_runner.__all__

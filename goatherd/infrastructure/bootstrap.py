@@ -31,9 +31,9 @@ from goatherd.infrastructure.store import (
     open_trace_store,
 )
 
-__all__ = ["EffectTap", "Resolver", "Runtime", "open_runtime"]
+__all__ = ["EffectTap", "Runtime", "SandboxResolver", "open_runtime"]
 
-Resolver = Callable[[str, str, str], Sandbox | None]
+SandboxResolver = Callable[[str, str, str], Sandbox | None]
 """``(scope_id, backend, recorded_path) -> sandbox | None`` for recovery."""
 
 EffectTap = Callable[[EffectEvent], None]
@@ -60,7 +60,9 @@ class Runtime:
         return ScopeManager(self.events)
 
     def recover(
-        self, resolver: Resolver | None = None, stats: RecoveryStats | None = None
+        self,
+        resolver: SandboxResolver | None = None,
+        stats: RecoveryStats | None = None,
     ) -> Result[ScopeManager, RuntimeFailure]:
         """Rebuild a scope manager from the trace (``recover_scopes``)."""
         return recover_scopes(self.events, RecoverOptions(resolver, stats))
