@@ -31,6 +31,7 @@ from goatherd.domain import (
     RetainedOutputAggregate,
     ScopeAggregate,
     ScopeState,
+    TraceAggregate,
 )
 from goatherd.infrastructure.eventstore import TraceEventStore
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
@@ -278,12 +279,18 @@ class RuntimeMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ invariants
 
     def check_against_model(self) -> None:
-        for owner, state in self.scopes.items():
-            assert self.mgr.get(f"scope:{owner}").state is state, owner  # type: ignore[union-attr]
-        for out_id, (_, _, state) in self.outputs.items():
-            assert self.mgr.output(out_id).state is state, out_id  # type: ignore[union-attr]
-        for cp_id, (_, _, state) in self.checkpoints.items():
-            assert self.mgr.checkpoint(cp_id).state is state, cp_id  # type: ignore[union-attr]
+        for owner, scope_state in self.scopes.items():
+            scope = self.mgr.get(f"scope:{owner}")
+            assert scope is not None, owner
+            assert scope.state is scope_state, owner
+        for out_id, (_, _, out_state) in self.outputs.items():
+            output = self.mgr.output(out_id)
+            assert output is not None, out_id
+            assert output.state is out_state, out_id
+        for cp_id, (_, _, cp_state) in self.checkpoints.items():
+            checkpoint = self.mgr.checkpoint(cp_id)
+            assert checkpoint is not None, cp_id
+            assert checkpoint.state is cp_state, cp_id
 
     @invariant()
     def live_state_matches_the_model(self) -> None:
@@ -298,7 +305,9 @@ class RuntimeMachine(RuleBasedStateMachine):
     @invariant()
     def ordinals_are_contiguous_and_a_rebuild_equals_the_live_folds(self) -> None:
         rebuild = TraceEventStore(self.store, cache_size=0, snapshot_every=0)
-        owners = [(ScopeAggregate, o) for o in self.scopes]
+        owners: list[tuple[type[TraceAggregate], str]] = [
+            (ScopeAggregate, o) for o in self.scopes
+        ]
         owners += [(RetainedOutputAggregate, o) for o in self.outputs]
         owners += [(CheckpointAggregate, c) for c in self.checkpoints]
         for cls, owner in owners:

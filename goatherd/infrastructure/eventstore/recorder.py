@@ -1,17 +1,31 @@
 """The kernel store as the eventsourcing library's application recorder.
 
 The notification log is the store's global commit log (notification id =
-position + 1) with a polling subscription; ``insert_events`` is one kernel
-append batch under the ``append_intent_id`` keyword, with the events' versions
-as expected heads.
+position + 1) with a polling subscription. ``insert_events`` is ONE kernel
+append batch: under the ``append_intent_id`` keyword when given (a replay of
+a committed intent returns its stored ids), else under a fresh random intent;
+each originator's first event version is its expected head, so a version
+already taken (or a batch whose versions are not contiguous) is the
+library's ``IntegrityError`` and nothing is written.
+
+Stored events map to records in two ways. A state that is exactly the
+canonical JSON of ``{caused_by, kind_label, mode, payload}`` (what
+:func:`stored_state` makes) is a NATIVE record: its payload is the record's
+payload, so the trace reads like any other. Any other state (the library's
+own transcoded aggregates, raw bytes) is kept OPAQUE: a capture whose payload
+holds the bytes base64-encoded under kind label ``eventsourcing:stored-event``;
+reading returns the exact bytes. Originator ids are owner paths (strings;
+UUIDs are stored as their text). Versions are path ordinals, 0-based.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
-from collections.abc import Sequence
-from typing import Any
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from eventsourcing.persistence import (
     ApplicationRecorder,
@@ -25,91 +39,138 @@ from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
     AppendGroup,
+    AppendIntentConflictError,
     OrdinalConflictError,
+    Record,
     RecordDraft,
 )
 from goatherd.domain.canonical import canonical_json_text
-from goatherd.infrastructure.eventstore.streams import TraceEventStore
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
-__all__ = ["KernelRecorder"]
+__all__ = [
+    "OPAQUE_KIND_LABEL",
+    "KernelAggregateRecorder",
+    "KernelRecorder",
+    "stored_state",
+]
+
+OPAQUE_KIND_LABEL: Final = "eventsourcing:stored-event"
+_OPAQUE_KEY: Final = "eventsourcing_state"
+_NATIVE_KEYS: Final = frozenset({"caused_by", "kind_label", "mode", "payload"})
 
 
-# ---------------------------------------------------------------- recorder
-
-
-def _notification(entry: Any) -> Notification:
-    record = entry.record
-    state = canonical_json_text(
+def stored_state(
+    mode: str, kind_label: str, payload: Mapping[str, object], caused_by: Sequence[str]
+) -> bytes:
+    """Return the state bytes of a native stored event (canonical JSON)."""
+    return canonical_json_text(
         {
-            "record_id": record.record_id,
-            "mode": record.envelope.mode,
-            "kind_label": record.fact_kind,
-            "payload": dict(record.payload),
-            "caused_by": list(record.envelope.caused_by_record_ids),
+            "caused_by": list(caused_by),
+            "kind_label": kind_label,
+            "mode": mode,
+            "payload": dict(payload),
         }
     ).encode()
-    return Notification(
-        originator_id=record.trace_owner_id,
-        originator_version=record.owner_ordinal,
-        topic=record.envelope.schema_ref,
-        state=state,
-        id=entry.position + 1,
+
+
+def _draft(stored: StoredEvent) -> RecordDraft:
+    native = _native(stored.state)
+    if native is not None:
+        return RecordDraft(
+            mode=str(native["mode"]),
+            schema_ref=stored.topic,
+            payload=dict(native["payload"]),
+            kind_label=str(native["kind_label"]),
+            caused_by_fact_ids=tuple(str(p) for p in native["caused_by"]),
+        )
+    return RecordDraft(
+        mode="capture",
+        schema_ref=stored.topic,
+        payload={_OPAQUE_KEY: base64.b64encode(stored.state).decode("ascii")},
+        kind_label=OPAQUE_KIND_LABEL,
     )
 
 
+def _native(state: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(state)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) != _NATIVE_KEYS:
+        return None
+    if not isinstance(value["payload"], dict) or not isinstance(
+        value["caused_by"], list
+    ):
+        return None
+    try:
+        exact = stored_state(
+            value["mode"], value["kind_label"], value["payload"], value["caused_by"]
+        )
+    except (TypeError, ValueError):
+        return None
+    return value if exact == state else None
+
+
+def _state_of(record: Record) -> bytes:
+    payload = record.payload
+    if record.fact_kind == OPAQUE_KIND_LABEL and set(payload) == {_OPAQUE_KEY}:
+        return base64.b64decode(str(payload[_OPAQUE_KEY]))
+    return stored_state(
+        record.envelope.mode,
+        record.view.kind_label if record.view else "",
+        payload,
+        record.envelope.caused_by_record_ids,
+    )
+
+
+def _groups(
+    stored_events: Sequence[StoredEvent],
+) -> tuple[list[AppendGroup], dict[str, int]]:
+    groups: list[AppendGroup] = []
+    expected: dict[str, int] = {}
+    following: dict[str, int] = {}
+    for stored in stored_events:
+        owner = str(stored.originator_id)
+        version = stored.originator_version
+        if owner in following and following[owner] != version:
+            raise IntegrityError(
+                f"events of {owner} in one batch must have contiguous versions:"
+                f" expected {following[owner]}, got {version}"
+            )
+        following[owner] = version + 1
+        expected.setdefault(owner, version)
+        draft = _draft(stored)
+        if groups and groups[-1].trace_owner_id == owner:
+            last = groups[-1]
+            groups[-1] = AppendGroup(owner, fact_drafts=(*last.fact_drafts, draft))
+        else:
+            groups.append(AppendGroup(owner, fact_drafts=(draft,)))
+    return groups, expected
+
+
 class KernelRecorder(ApplicationRecorder):
-    """The kernel store as the library's application recorder.
+    """The kernel store as the library's application recorder (see module docs)."""
 
-    Stored events carry the schema ref as topic and, as state, the canonical
-    JSON of ``{mode, kind_label, payload, caused_by}``; ``insert_events``
-    needs an ``append_intent_id`` keyword (one batch per call).
-    """
-
-    def __init__(self, store: SqlAlchemyTraceStore, poll_interval: float = 0.2):
+    def __init__(self, store: SqlAlchemyTraceStore, poll_interval: float = 0.2) -> None:
         self.store = store
         self.poll_interval = poll_interval
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        intent = kwargs.get("append_intent_id")
-        if not intent:
-            raise ValueError("insert_events needs append_intent_id=...")
-        groups, expected = self._groups(stored_events)
+        if not stored_events:
+            return None
+        intent = str(kwargs.get("append_intent_id") or f"eventsourcing:{uuid.uuid4()}")
+        groups, expected = _groups(stored_events)
         try:
             receipt = self.store.append(
                 TRUSTED_APPEND_CONTEXT,
-                AppendBatch(str(intent), tuple(groups)),
+                AppendBatch(intent, tuple(groups)),
                 expected_heads=expected,
             )
-        except OrdinalConflictError as error:
+        except (OrdinalConflictError, AppendIntentConflictError) as error:
             raise IntegrityError(str(error)) from error
         return [int(c.split(":", 1)[1]) + 1 for c in receipt.commit_receipts]
-
-    @staticmethod
-    def _groups(
-        stored_events: Sequence[StoredEvent],
-    ) -> tuple[list[AppendGroup], dict[str, int]]:
-        groups: list[AppendGroup] = []
-        expected: dict[str, int] = {}
-        for stored in stored_events:
-            owner = str(stored.originator_id)
-            state = json.loads(stored.state)
-            draft = RecordDraft(
-                mode=state.get("mode", "capture"),
-                schema_ref=stored.topic,
-                payload=state.get("payload", {}),
-                kind_label=state.get("kind_label", ""),
-                caused_by_fact_ids=tuple(state.get("caused_by", ())),
-            )
-            expected.setdefault(owner, stored.originator_version)
-            if groups and groups[-1].trace_owner_id == owner:
-                last = groups[-1]
-                groups[-1] = AppendGroup(owner, fact_drafts=(*last.fact_drafts, draft))
-            else:
-                groups.append(AppendGroup(owner, fact_drafts=(draft,)))
-        return groups, expected
 
     def select_events(
         self,
@@ -120,25 +181,16 @@ class KernelRecorder(ApplicationRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        events = TraceEventStore(self.store).stream(
-            str(originator_id), -1 if gt is None else gt
-        )
+        entries = self.store.read_path(str(originator_id), -1 if gt is None else gt)
         out = [
             StoredEvent(
-                originator_id=e.originator_id,
-                originator_version=e.originator_version,
-                topic=e.schema_ref,
-                state=canonical_json_text(
-                    {
-                        "mode": e.mode.value,
-                        "kind_label": e.kind_label,
-                        "payload": e.payload(),
-                        "caused_by": list(e.caused_by),
-                    }
-                ).encode(),
+                originator_id=originator_id,
+                originator_version=e.record.owner_ordinal,
+                topic=e.record.envelope.schema_ref,
+                state=_state_of(e.record),
             )
-            for e in events
-            if lte is None or e.originator_version <= lte
+            for e in entries
+            if lte is None or e.record.owner_ordinal <= lte
         ]
         if desc:
             out.reverse()
@@ -158,7 +210,16 @@ class KernelRecorder(ApplicationRecorder):
         if start is not None:
             after = start - 2 if inclusive_of_start else start - 1
         entries = self.store.read_log(after, limit, schema_refs=list(topics) or None)
-        out = [_notification(e) for e in entries]
+        out = [
+            Notification(
+                originator_id=e.record.trace_owner_id,
+                originator_version=e.record.owner_ordinal,
+                topic=e.record.envelope.schema_ref,
+                state=_state_of(e.record),
+                id=e.position + 1,
+            )
+            for e in entries
+        ]
         if stop is not None:
             out = [n for n in out if n.id <= stop]
         return out
@@ -171,6 +232,16 @@ class KernelRecorder(ApplicationRecorder):
         self, gt: int | None = None, topics: Sequence[str] = ()
     ) -> Subscription[ApplicationRecorder]:
         return _PollingSubscription(self, gt, topics)
+
+
+class KernelAggregateRecorder(KernelRecorder):
+    """The same recorder as an aggregate recorder: inserts report no ids."""
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        super().insert_events(stored_events, **kwargs)
+        return None
 
 
 class _PollingSubscription(Subscription[ApplicationRecorder]):
