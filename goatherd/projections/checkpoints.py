@@ -6,6 +6,11 @@ scope's own path; ``restored.v2`` marks it ``used`` (single use). Outputs:
 ``settled.v1`` moves it to the action's terminal state once (consume-once: a
 later settlement of a settled output is kept as ``inconsistent``).
 
+Both records sit on two paths (the scope's and the checkpoint's or the
+output's own), so the log carries each twice: a row's ``owner`` is the scope's
+path (the copy not on the checkpoint's or output's path), and a second copy of
+the record that moved a row changes nothing.
+
 Pure: handlers write through :class:`~goatherd.projections.RowView` views.
 """
 
@@ -82,15 +87,15 @@ class CheckpointsProjection(Projection[RowView[CheckpointRow]]):
     """Fold checkpoint records into :class:`CheckpointRow` rows keyed by id."""
 
     name = "goatherd.checkpoints"
-    version = 1
+    version = 2  # 2: the owner is the scope's path, not the checkpoint's
 
     @on(SCHEMA_CHECKPOINT_CREATED)
     def created(self, view: RowView[CheckpointRow], entry: LogEntry) -> None:
         """Record a new valid checkpoint."""
         payload = entry.record.payload
         checkpoint_id = _text(payload.get("checkpoint_id"))
-        if not checkpoint_id:
-            return
+        if not checkpoint_id or entry.record.trace_owner_id == checkpoint_id:
+            return  # the copy on the checkpoint's own path
         row = CheckpointRow(
             checkpoint_id=checkpoint_id,
             owner=entry.record.trace_owner_id,
@@ -107,7 +112,7 @@ class CheckpointsProjection(Projection[RowView[CheckpointRow]]):
         """Mark a checkpoint used (restoring consumes it)."""
         checkpoint_id = _text(entry.record.payload.get("checkpoint_id"))
         row = view.get(checkpoint_id)
-        if row is None:
+        if row is None or row.state == "used":
             return
         view.put(
             checkpoint_id,
@@ -129,15 +134,15 @@ class RetainedOutputsProjection(Projection[RowView[OutputRow]]):
     """Fold sealed/settled records into :class:`OutputRow` rows keyed by output id."""
 
     name = "goatherd.retained_outputs"
-    version = 1
+    version = 2  # 2: each record read once, whatever its copies
 
     @on(SCHEMA_RUN_OUTPUT_SEALED)
     def sealed(self, view: RowView[OutputRow], entry: LogEntry) -> None:
         """Record a new unconsumed output."""
         payload = entry.record.payload
         output_id = _text(payload.get("output_id"))
-        if not output_id:
-            return
+        if not output_id or entry.record.trace_owner_id == output_id:
+            return  # the copy on the output's own path
         row = OutputRow(
             output_id=output_id,
             owner=entry.record.trace_owner_id,
@@ -160,6 +165,8 @@ class RetainedOutputsProjection(Projection[RowView[OutputRow]]):
         row = view.get(output_id)
         if row is None or action not in SETTLED_STATES:
             return
+        if row.settled_fact_id == entry.record.record_id:
+            return  # another copy of the settling record
         if row.state == "unconsumed":
             row = replace(row, state=action, settled_fact_id=entry.record.record_id)
         elif not row.inconsistent:

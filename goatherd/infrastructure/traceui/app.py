@@ -6,7 +6,8 @@ Endpoints (the kernel seed's contract plus the viewer's needs):
 - ``GET /api/records?path=&through=&mode=&after=&limit=``: see ``query.py``.
 - ``GET /api/records/{record_id}``: every path entry of one record.
 - ``GET /api/owners``: the owner paths with their entry counts.
-- ``GET /api/scopes``: the scope tree with lifecycle states.
+- ``GET /api/scopes``: the scope tree with lifecycle states, the scopes
+  recovery would list (see ``goatherd.projections.scope_tree``).
 - ``GET /api/events``: server-sent events, one per appended record, when a bus
   is attached (503 without one: the client polls ``/api/records``).
 - ``GET /``: the browser viewer (``static/``).
@@ -49,7 +50,12 @@ from goatherd.infrastructure.traceui.query import (
     record_entries_json,
     records_page_json,
 )
-from goatherd.projections import ScopeNode, ScopeTreeProjection, UiIndexProjection
+from goatherd.projections import (
+    ScopeNode,
+    ScopeTreeProjection,
+    UiIndexProjection,
+    listed_scopes,
+)
 
 __all__ = ["HEARTBEAT_SECONDS", "create_app", "event_json", "memory_index_engine"]
 
@@ -152,7 +158,7 @@ class _Service:
 
     async def scopes(self, request: Request) -> Response:
         def read(view: object) -> str:
-            rows = view.rows()  # type: ignore[attr-defined]
+            rows = listed_scopes(view.rows())  # type: ignore[attr-defined]
             scopes = [{**dataclasses.asdict(n), "scope_id": n.scope_id} for n in rows]
             return json.dumps({"scopes": scopes}, separators=(",", ":"))
 
