@@ -151,7 +151,21 @@ class Projection(Generic[ViewT]):
             wildcard(self, view, entry)
 
     def fold(self, view: ViewT, entries: Iterable[LogEntry]) -> ViewT:
-        """Fold ``entries`` in order into ``view`` and return it."""
+        """Fold ``entries`` in order into ``view`` and return it.
+
+        Equivalent to :meth:`apply` per entry, with the dispatch hoisted out
+        of the loop (the runner folds thousands of entries per batch).
+        """
+        handles = self.handles
+        wildcard = handles.get(ALL_SCHEMAS)
+        if wildcard is not None and len(handles) == 1:
+            for entry in entries:
+                wildcard(self, view, entry)
+            return view
         for entry in entries:
-            self.apply(view, entry)
+            handler = handles.get(entry.record.envelope.schema_ref)
+            if handler is not None:
+                handler(self, view, entry)
+            if wildcard is not None:
+                wildcard(self, view, entry)
         return view
