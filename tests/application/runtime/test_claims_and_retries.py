@@ -1,0 +1,193 @@
+"""Claims before workspace effects, retries under the same seq, the fault hook."""
+
+from __future__ import annotations
+
+import pytest
+from returns.result import Failure, Success
+
+from goatherd.application import (
+    RecoverOptions,
+    SandboxSpec,
+    ScopeManager,
+    recover_scopes,
+)
+from goatherd.domain import (
+    SCHEMA_CHECKPOINT_CLAIMED,
+    SCHEMA_RUN_OUTPUT_CLAIMED,
+    CheckpointClaimedError,
+    CheckpointState,
+    OutputClaimedError,
+    OutputState,
+    SettleEffectLandedError,
+    SettlementAction,
+)
+from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
+from goatherd.infrastructure.store import SQLiteTraceStore
+
+
+class Died(BaseException):
+    pass
+
+
+def dies_at(boundary: str):
+    def hook(seen: str, intent: str) -> None:
+        if seen == boundary:
+            raise Died(intent)
+
+    return hook
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "trace.db"
+
+
+def main_sandbox() -> MemorySandbox:
+    sb = MemorySandbox(MemorySandboxConfig(files={"a.txt": b"1\n"}))
+    sb.create(SandboxSpec())
+    return sb
+
+
+def sealed(mgr: ScopeManager, main: MemorySandbox):
+    root = mgr.create("root", main).unwrap()
+    wt = MemorySandbox(MemorySandboxConfig(repository=main.repository))
+    wt.create(SandboxSpec())
+    child = mgr.fork_isolated(root.id, "try", None, wt).unwrap()
+    wt.write_file("b.txt", b"child\n")
+    return mgr.seal(child.id).unwrap(), wt
+
+
+def count(store, owner: str, schema: str) -> int:
+    return sum(
+        1 for e in store.read_path(owner) if e.record.envelope.schema_ref == schema
+    )
+
+
+def recovered(store, sandboxes):
+    mgr = recover_scopes(
+        TraceEventStore(store),
+        RecoverOptions(resolver=lambda sid, *_: sandboxes.get(sid)),
+    ).unwrap()
+    if mgr.get("scope:root") is None:
+        mgr.create("root", sandboxes["scope:root"]).unwrap()
+    return mgr
+
+
+def test_a_settle_that_died_after_its_effect_is_finished_by_its_retry(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = ScopeManager(TraceEventStore(store), faults=dies_at("after-effect"))
+        out, wt = sealed(mgr, main)
+        with pytest.raises(Died):
+            mgr.settle(out.id, "selected", seq=77)
+    assert main.read_file("b.txt") == b"child\n"
+    with SQLiteTraceStore(path) as store:
+        mgr = recovered(store, {"scope:root": main, "scope:try": wt})
+        again = mgr.output(out.id)
+        assert again is not None
+        assert again.state is OutputState.UNCONSUMED
+        other = mgr.settle(out.id, "applied", seq=78)
+        assert isinstance(other, Failure)
+        assert isinstance(other.failure(), OutputClaimedError)
+        assert mgr.settle(out.id, "selected", seq=77) == Success(None)
+        assert again.action is SettlementAction.SELECT
+        assert count(store, out.id, SCHEMA_RUN_OUTPUT_CLAIMED) == 1
+
+
+def test_release_ends_an_output_another_settle_claimed(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = ScopeManager(TraceEventStore(store), faults=dies_at("after-effect"))
+        out, _ = sealed(mgr, main)
+        with pytest.raises(Died):
+            mgr.settle(out.id, "selected", seq=5)
+        mgr._faults = None
+        assert mgr.settle(out.id, "released", seq=6) == Success(None)
+        assert out.state is OutputState.RELEASED
+        late = mgr.settle(out.id, "selected", seq=5)
+        assert isinstance(late, Failure)
+
+
+def test_a_failed_settle_record_after_the_effect_is_effect_landed(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = ScopeManager(TraceEventStore(store))
+        out, _ = sealed(mgr, main)
+        from goatherd.domain import TraceStoreError
+
+        def refuse(boundary: str, intent: str) -> None:
+            if (
+                boundary == "before-commit"
+                and ":settle:" in intent
+                and "claim" not in intent
+            ):
+                raise TraceStoreError("disk full")
+
+        mgr._faults = refuse
+        result = mgr.settle(out.id, "selected", seq=9)
+        assert isinstance(result, Failure)
+        assert isinstance(result.failure(), SettleEffectLandedError)
+        assert out.state is OutputState.UNCONSUMED
+        mgr._faults = None
+        assert mgr.settle(out.id, "selected", seq=9) == Success(None)
+        assert main.read_file("b.txt") == b"child\n"
+
+
+def test_a_restore_retried_after_it_committed_returns_its_snapshot(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = ScopeManager(TraceEventStore(store))
+        root = mgr.create("root", main).unwrap()
+        cp = mgr.create_checkpoint(root.id, b"history").unwrap()
+        main.write_file("a.txt", b"broken\n")
+
+        def die_after_restore(boundary: str, intent: str) -> None:
+            if boundary == "after-commit" and intent.endswith(f"restore:{cp.seq}"):
+                raise Died(intent)
+
+        mgr._faults = die_after_restore
+        with pytest.raises(Died):
+            mgr.restore_checkpoint(cp.id, seq=31)
+    with SQLiteTraceStore(path) as store:
+        mgr = recovered(store, {"scope:root": main})
+        assert mgr.restore_checkpoint(cp.id, seq=31) == Success(b"history")
+        view = mgr.checkpoint(cp.id)
+        assert view is not None
+        assert view.state is CheckpointState.USED
+        other = mgr.restore_checkpoint(cp.id, seq=32)
+        assert isinstance(other, Failure)
+        assert main.read_file("a.txt") == b"1\n"
+
+
+def test_a_claimed_checkpoint_refuses_another_restore_attempt(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = ScopeManager(TraceEventStore(store))
+        root = mgr.create("root", main).unwrap()
+        cp = mgr.create_checkpoint(root.id, b"s").unwrap()
+        mgr._faults = dies_at("after-effect")
+        with pytest.raises(Died):
+            mgr.restore_checkpoint(cp.id, seq=1)
+        mgr._faults = None
+        other = mgr.restore_checkpoint(cp.id, seq=2)
+        assert isinstance(other, Failure)
+        assert isinstance(other.failure(), CheckpointClaimedError)
+        assert mgr.restore_checkpoint(cp.id, seq=1) == Success(b"s")
+        assert count(store, cp.id, SCHEMA_CHECKPOINT_CLAIMED) == 1
+
+
+def test_a_checkpoint_whose_record_never_landed_is_not_recovered(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = ScopeManager(TraceEventStore(store), faults=dies_at("after-blob"))
+        root = mgr.create("root", main).unwrap()
+        mgr.fork(root.id, "c").unwrap()
+        with pytest.raises(Died):
+            mgr.create_checkpoint(root.id, b"x", seq=3)
+    with SQLiteTraceStore(path) as store:
+        mgr = recovered(store, {"scope:root": main})
+        assert mgr.latest_checkpoint("scope:root") is None
+        cp = mgr.create_checkpoint("scope:root", b"x", seq=3).unwrap()
+        assert cp.state is CheckpointState.VALID
+        assert mgr.restore_checkpoint(cp.id) == Success(b"x")
