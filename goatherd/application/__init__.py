@@ -9,6 +9,7 @@ from goatherd.application import (
     checkpoints,
     errors,
     intervention_key,
+    manager_base,
     merge_review,
     ports,
     recovery,
@@ -21,12 +22,14 @@ from goatherd.application import (
     substrates,
     supervisor,
     tasks,
+    workspace_ops,
 )
 from goatherd.application import materialize as materialize_module
 from goatherd.application.best_of_n import *
 from goatherd.application.checkpoints import *
 from goatherd.application.errors import *
 from goatherd.application.intervention_key import *
+from goatherd.application.manager_base import *
 from goatherd.application.materialize import *
 from goatherd.application.merge_review import *
 from goatherd.application.ports import *
@@ -40,6 +43,7 @@ from goatherd.application.settle import *
 from goatherd.application.substrates import *
 from goatherd.application.supervisor import *
 from goatherd.application.tasks import *
+from goatherd.application.workspace_ops import *
 
 __all__: list[str] = []
 __all__ += best_of_n_module.__all__
@@ -47,6 +51,7 @@ __all__ += checkpoints.__all__
 __all__ += errors.__all__
 __all__ += intervention_key.__all__
 __all__ += materialize_module.__all__
+__all__ += manager_base.__all__
 __all__ += merge_review.__all__
 __all__ += ports.__all__
 __all__ += recovery.__all__
@@ -59,3 +64,4 @@ __all__ += settle.__all__
 __all__ += substrates.__all__
 __all__ += supervisor.__all__
 __all__ += tasks.__all__
+__all__ += workspace_ops.__all__

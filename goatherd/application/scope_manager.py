@@ -11,46 +11,36 @@ processes the expected heads (and the claims of :mod:`.settle` and
 :mod:`.checkpoints`) keep every decision exclusive. Expected failures come
 back as ``Failure`` values; bugs and outages raise.
 
-Checkpoints, the merge gate and settlement extend this core in
-:mod:`.checkpoints`, :mod:`.merge_review` and :mod:`.settle`.
+Workspace operations, checkpoints, the merge gate and settlement extend this
+core in :mod:`.workspace_ops`, :mod:`.checkpoints`, :mod:`.merge_review` and
+:mod:`.settle`.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from returns.result import Result
 
-from goatherd.application.errors import NoSandboxError
 from goatherd.application.ports import Addressed, Sandbox
 from goatherd.application.runtime import (
-    FaultHook,
-    IntentSequence,
-    RuntimeEventStore,
     RuntimeFailure,
     fork_intent,
     lifecycle_intent,
-    workspace_intent,
 )
+from goatherd.application.scope_handle import Scope as Scope  # re-export
 from goatherd.application.scope_handle import (
-    CheckpointEntry,
     ScopeEntry,
     attempt,
 )
-from goatherd.application.scope_handle import Scope as Scope  # re-export
+from goatherd.application.workspace_ops import WorkspaceCommands
 from goatherd.domain import (
-    OrdinalConflictError,
     RootScopeError,
     ScopeAggregate,
     ScopeExistsError,
-    ScopeNotFoundError,
     ScopeState,
     TraceAggregate,
-    TraceStoreError,
-    WorkspaceState,
     owner_of_scope,
     scope_id_for,
 )
@@ -61,103 +51,8 @@ TAgg = TypeVar("TAgg", bound=TraceAggregate)
 _RETRIES = 5
 
 
-class ScopeManagerCore:
-    """Registry, loading, saving and the scope lifecycle over one trace."""
-
-    def __init__(
-        self,
-        events: RuntimeEventStore,
-        *,
-        sequence: IntentSequence | None = None,
-        clock: Callable[[], datetime] | None = None,
-        faults: FaultHook | None = None,
-    ) -> None:
-        """Manage scopes over ``events`` (an empty registry; see recovery).
-
-        Args:
-            events: the aggregate streams over the trace.
-            sequence: the intent sequence (default: process-wide, random base).
-            clock: wall clock for informational timestamps.
-            faults: a hook called at every write boundary (tests inject crashes).
-        """
-        self._events = events
-        self._sequence = sequence or IntentSequence()
-        self._clock = clock or (lambda: datetime.now(UTC))
-        self._faults = faults
-        self._lock = threading.RLock()
-        self._scopes: dict[str, ScopeEntry] = {}
-        self._checkpoints: dict[str, CheckpointEntry] = {}
-
-    # ------------------------------------------------------------ internals
-
-    def _fault(self, boundary: str, intent: str) -> None:
-        if self._faults is not None:
-            self._faults(boundary, intent)
-
-    def _next_seq(self, seq: int | None) -> int:
-        return self._sequence.next() if seq is None else seq
-
-    def _entry(self, owner: str) -> ScopeEntry:
-        entry = self._scopes.get(owner)
-        if entry is None:
-            raise ScopeNotFoundError(scope_id_for(owner))
-        return entry
-
-    def _aggregate(self, owner: str) -> ScopeAggregate:
-        """The scope's aggregate as the trace holds it now."""
-        return self._events.load(ScopeAggregate, owner)
-
-    def _load(self, cls: type[TAgg], owner: str) -> TAgg:
-        """A fold for a decision (cached; the save's expected head guards it)."""
-        return self._events.load(cls, owner, fresh=False)
-
-    def _owner_of(self, scope_id: str) -> str:
-        owner = owner_of_scope(scope_id)
-        if owner not in self._scopes:
-            raise ScopeNotFoundError(scope_id)
-        return owner
-
-    def _committed(self, intent: str) -> bool:
-        return self._events.trace.read_append_intent(intent) is not None
-
-    def _save(self, aggs: Sequence[TraceAggregate], intent: str) -> None:
-        self._fault("before-commit", intent)
-        self._events.save(aggs, intent)
-        self._fault("after-commit", intent)
-
-    def _decide_and_save(
-        self, decide: Callable[[], Sequence[TraceAggregate] | None], intent: str
-    ) -> None:
-        """Run ``decide`` on current folds and save, deciding again on lost races."""
-        for tries in range(_RETRIES):
-            aggs = decide()
-            if not aggs:
-                return
-            try:
-                self._save(aggs, intent)
-                return
-            except OrdinalConflictError:
-                if tries == _RETRIES - 1:
-                    raise
-
-    def _sandbox_of(self, owner: str) -> Sandbox:
-        sandbox = self._entry(owner).sandbox
-        if sandbox is None:
-            raise NoSandboxError(scope_id_for(owner))
-        return sandbox
-
-    def _advisory(self, agg: ScopeAggregate, intent: str) -> None:
-        """Append an advisory record; a failure never fails the operation."""
-        try:
-            self._save([agg], intent)
-        except (TraceStoreError, OSError):
-            self._events.forget(agg.id)
-
-    def _first_record(self, intent: str) -> str | None:
-        prior = self._events.trace.read_append_intent(intent)
-        if prior is None:
-            return None
-        return prior.fact_ids[0] if prior.fact_ids else ""
+class ScopeManagerCore(WorkspaceCommands):
+    """The scope registry and lifecycle over one trace."""
 
     # ------------------------------------------------------------ registry
 
@@ -415,64 +310,3 @@ class ScopeManagerCore:
 
             self._decide_and_save(run_decision, intent)
             return record_ids[-1]
-
-    # ------------------------------------------------------------ workspace
-
-    def _active_sandbox(self, scope_id: str, verb: str) -> tuple[str, Sandbox]:
-        owner = self._owner_of(scope_id)
-        self._aggregate(owner).require_active(f"cannot {verb} workspace in scope")
-        return owner, self._sandbox_of(owner)
-
-    def capture_workspace(
-        self, scope_id: str
-    ) -> Result[WorkspaceState, RuntimeFailure]:
-        """Capture the scope's workspace; records ``workspace.captured`` (advisory)."""
-
-        def run() -> WorkspaceState:
-            with self._lock:
-                owner, sandbox = self._active_sandbox(scope_id, "capture")
-                state = sandbox.capture()
-                agg = self._load(ScopeAggregate, owner)
-                agg.workspace_captured(state)
-                seq = self._sequence.next()
-                self._advisory(agg, workspace_intent(owner, "workspace:captured", seq))
-                return state
-
-        return attempt(run)
-
-    def apply_workspace(
-        self, scope_id: str, state: WorkspaceState
-    ) -> Result[None, RuntimeFailure]:
-        """Reset the scope's workspace to ``state``; records ``workspace.applied``."""
-
-        def run() -> None:
-            with self._lock:
-                owner, sandbox = self._active_sandbox(scope_id, "apply")
-                sandbox.apply(state)
-                agg = self._load(ScopeAggregate, owner)
-                agg.workspace_applied(state)
-                seq = self._sequence.next()
-                self._advisory(agg, workspace_intent(owner, "workspace:applied", seq))
-
-        return attempt(run)
-
-    def diff_workspace(
-        self, scope_id: str, state: WorkspaceState, max_lines: int = 0
-    ) -> Result[tuple[str, list[str]], RuntimeFailure]:
-        """Return the sandbox's diff against ``state`` (records nothing)."""
-
-        def run() -> tuple[str, list[str]]:
-            _, sandbox = self._active_sandbox(scope_id, "diff")
-            return sandbox.diff(state, max_lines)
-
-        return attempt(run)
-
-    # ------------------------------------------------------------ recovery
-
-    def _register_recovered_scope(self, owner: str, entry: ScopeEntry) -> None:
-        self._scopes[owner] = entry
-
-    def _register_recovered_checkpoint(
-        self, cp_id: str, entry: CheckpointEntry
-    ) -> None:
-        self._checkpoints[cp_id] = entry
