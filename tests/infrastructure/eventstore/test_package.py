@@ -1,0 +1,18 @@
+"""The eventstore package re-exports exactly its modules' public names."""
+
+from __future__ import annotations
+
+import goatherd.infrastructure.eventstore as package
+from goatherd.infrastructure.eventstore import (
+    factory,
+    mapping,
+    recorder,
+    snapshots,
+    streams,
+)
+
+
+def test_the_package_list_equals_the_modules_lists():
+    modules = (factory, mapping, recorder, snapshots, streams)
+    expected = sorted(name for m in modules for name in m.__all__)
+    assert sorted(package.__all__) == expected
