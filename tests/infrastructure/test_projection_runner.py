@@ -1,3 +1,10 @@
+"""The projection runner on every store backend (SQLite memory and file, PostgreSQL).
+
+The ``store`` and ``durable_store_url`` fixtures come from
+``tests/infrastructure/conftest.py``; PostgreSQL runs when
+``GOATHERD_TEST_DB_URL`` names a server.
+"""
+
 from __future__ import annotations
 
 import time
@@ -21,7 +28,7 @@ from goatherd.infrastructure.projection_runner import (
     rebuild_projection,
 )
 from goatherd.infrastructure.projection_views import SqlRowView, row_view_factory
-from goatherd.infrastructure.store import SQLiteTraceStore
+from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from goatherd.projections import ALL_SCHEMAS, Projection, RowView, on
 
 
@@ -61,12 +68,6 @@ def _fork(store, intent, parent, child):
         {"child_owner": child},
         mode="declaration",
     )
-
-
-@pytest.fixture
-def store(tmp_path):
-    with SQLiteTraceStore(tmp_path / "trace.sqlite") as store:
-        yield store
 
 
 def _counts(runner):
@@ -134,9 +135,13 @@ def test_a_version_change_rebuilds_on_the_next_catch_up(store) -> None:
     assert runner.status()[0].version == 2
 
 
-def test_two_runners_racing_on_one_database_apply_each_entry_once(tmp_path) -> None:
-    path = tmp_path / "race.sqlite"
-    with SQLiteTraceStore(path) as writer, SQLiteTraceStore(path) as other:
+def test_two_runners_racing_on_one_database_apply_each_entry_once(
+    durable_store_url,
+) -> None:
+    with (
+        open_trace_store(durable_store_url) as writer,
+        open_trace_store(durable_store_url) as other,
+    ):
         for i in range(40):
             _append(writer, f"a{i}", "o", "test.a.v1")
         first = ProjectionRunner(writer, [CountBySchema()], batch_size=3)
@@ -152,21 +157,20 @@ def test_two_runners_racing_on_one_database_apply_each_entry_once(tmp_path) -> N
         assert _counts(first) == {"test.a.v1": 40}
 
 
-def test_the_background_runner_wakes_on_the_bus(tmp_path) -> None:
+def test_the_background_runner_wakes_on_the_bus(store) -> None:
     bus = EffectBus()
-    with SQLiteTraceStore(tmp_path / "t.sqlite") as store:
-        store.with_bus(bus)
-        runner = ProjectionRunner(store, [CountBySchema()], bus=bus, poll_interval=30)
-        runner.start()
-        runner.start()  # idempotent while running
-        time.sleep(0.2)
-        _append(store, "a", "o", "test.a.v1")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _counts(runner) != {"test.a.v1": 1}:
-            time.sleep(0.02)
-        runner.stop()
-        assert not runner.running
-        assert _counts(runner) == {"test.a.v1": 1}
+    store.with_bus(bus)
+    runner = ProjectionRunner(store, [CountBySchema()], bus=bus, poll_interval=30)
+    runner.start()
+    runner.start()  # idempotent while running
+    time.sleep(0.2)
+    _append(store, "a", "o", "test.a.v1")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _counts(runner) != {"test.a.v1": 1}:
+        time.sleep(0.02)
+    runner.stop()
+    assert not runner.running
+    assert _counts(runner) == {"test.a.v1": 1}
 
 
 def test_unknown_and_duplicate_projection_names_are_refused(store) -> None:

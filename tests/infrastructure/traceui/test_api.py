@@ -1,3 +1,8 @@
+"""The trace UI's HTTP API on every store backend (SQLite memory and file,
+PostgreSQL when ``GOATHERD_TEST_DB_URL`` names a server; the fixtures come
+from ``tests/infrastructure/conftest.py``).
+"""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +18,10 @@ from tests.infrastructure.traceui.trace import append, build_trace
 
 
 @pytest.fixture
-def store(tmp_path):
-    with SQLiteTraceStore(tmp_path / "trace.sqlite") as store:
-        build_trace(store)
-        yield store
+def store(open_store):
+    store = open_store()
+    build_trace(store)
+    return store
 
 
 @pytest.fixture
@@ -160,8 +165,10 @@ def test_the_viewer_page_and_its_assets_are_served(client) -> None:
     assert client.get("/static/app.js").status_code == 200
 
 
-def test_a_read_only_store_is_served_without_writing(tmp_path, store) -> None:
+def test_a_read_only_store_is_served_without_writing(tmp_path) -> None:
     path = tmp_path / "trace.sqlite"
+    with SQLiteTraceStore(path) as store:
+        build_trace(store)
     size = path.stat().st_size
     with (
         open_trace_store_read_only(str(path)) as read_only,
@@ -172,9 +179,9 @@ def test_a_read_only_store_is_served_without_writing(tmp_path, store) -> None:
     assert path.stat().st_size == size
 
 
-def test_sse_streams_one_event_per_appended_record(tmp_path) -> None:
+def test_sse_streams_one_event_per_appended_record(open_store) -> None:
     bus = EffectBus()
-    with SQLiteTraceStore(tmp_path / "live.sqlite") as store:
+    with open_store() as store:
         store.with_bus(bus)
         with TraceUiServer(store, bus) as server:
             received: list[dict[str, object]] = []
