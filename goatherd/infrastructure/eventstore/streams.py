@@ -43,6 +43,7 @@ __all__ = ["DEFAULT_AGGREGATE_CACHE", "DEFAULT_SNAPSHOT_EVERY", "TraceEventStore
 TAgg = TypeVar("TAgg", bound=TraceAggregate)
 DEFAULT_AGGREGATE_CACHE: Final = 4096
 DEFAULT_SNAPSHOT_EVERY: Final = 500
+_PROBE: Final = 64
 _Key = tuple[type[TraceAggregate], str]
 
 
@@ -137,32 +138,45 @@ class TraceEventStore:
         return len(entries)
 
     def _cold_load(self, cls: type[TAgg], owner: str) -> TAgg:
+        agg = cls.bare(owner)
+        if self._snapshots is None:
+            self._fold(agg, -1)
+            return agg
+        # A short path (the common case: a new scope, output or checkpoint)
+        # costs one read; only a long one looks for a snapshot.
+        probe = min(self._snapshot_every, _PROBE)
+        head = self._store.read_path(owner, -1, limit=probe)
+        if len(head) < probe:
+            for entry in head:
+                event_from_entry(entry).mutate(agg)
+            return agg
+        resumed = self._from_snapshot(cls, owner)
+        if resumed is not None:
+            return resumed
+        self._fold(agg, -1)
+        return agg
+
+    def _from_snapshot(self, cls: type[TAgg], owner: str) -> TAgg | None:
         snapshot = self._read_snapshot(cls, owner)
         if snapshot is None:
-            agg = cls.bare(owner)
-            self._fold(agg, -1)
-            return agg
+            return None
         entries = self._store.read_path(owner, snapshot.version - 1)
         first = entries[0].record if entries else None
-        agg_or_none: TAgg | None = None
         if (
-            first is not None
-            and first.owner_ordinal == snapshot.version
-            and first.record_id == snapshot.record_id
+            first is None
+            or first.owner_ordinal != snapshot.version
+            or first.record_id != snapshot.record_id
         ):
-            try:
-                agg_or_none = cls.from_snapshot(owner, snapshot.version, snapshot.state)
-            except (ValueError, TypeError, KeyError):
-                agg_or_none = None
-        if agg_or_none is None:
-            agg = cls.bare(owner)
-            self._fold(agg, -1)
-            return agg
+            return None
+        try:
+            agg = cls.from_snapshot(owner, snapshot.version, snapshot.state)
+        except (ValueError, TypeError, KeyError):
+            return None
         with self._lock:
             self._snapshotted[(cls, owner)] = snapshot.version
         for entry in entries[1:]:
-            event_from_entry(entry).mutate(agg_or_none)
-        return agg_or_none
+            event_from_entry(entry).mutate(agg)
+        return agg
 
     def _read_snapshot(
         self, cls: type[TraceAggregate], owner: str
