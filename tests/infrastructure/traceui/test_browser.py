@@ -6,6 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    RecordDraft,
+)
 from goatherd.infrastructure import EffectBus
 from goatherd.infrastructure.store import SQLiteTraceStore
 from goatherd.infrastructure.traceui import TraceUiServer
@@ -78,3 +84,49 @@ def test_the_viewer_shows_the_trace_and_receives_a_live_record(tmp_path, page) -
             page.screenshot(path=str(ARTIFACTS / "traceui.png"), full_page=True)
             page.click("#show-records")
             page.screenshot(path=str(ARTIFACTS / "traceui-records.png"))
+
+
+def _fill(store, owner, count, per_batch=500):
+    for start in range(0, count, per_batch):
+        drafts = tuple(
+            RecordDraft("capture", "app.tool.called.v1", {"n": n})
+            for n in range(start, min(start + per_batch, count))
+        )
+        group = AppendGroup(owner, fact_drafts=drafts)
+        store.append(TRUSTED_APPEND_CONTEXT, AppendBatch(f"{owner}:{start}", (group,)))
+
+
+def test_a_large_trace_is_paged_and_live_records_wait_for_the_last_page(
+    tmp_path, page
+) -> None:
+    from playwright.sync_api import expect
+
+    bus = EffectBus()
+    rows = page.locator('#records .record[data-owner="agent:main"]')
+    with SQLiteTraceStore(tmp_path / "big.sqlite") as store:
+        store.with_bus(bus)
+        _fill(store, "agent:main", 1_200)
+        with TraceUiServer(store, bus) as server:
+            page.goto(server.url)
+            expect(page.locator("#live")).to_have_text("live")
+            # one page is rendered, not the whole trace (the trace's two
+            # witness records lead the first page of "all owners")
+            expect(rows).to_have_count(500)
+            expect(page.locator("#records .record")).to_have_count(502)
+            expect(page.locator("#more")).to_be_visible()
+            # a record appended now belongs after the unloaded pages: not shown yet
+            early = append(store, "early", "agent:main", "app.live.v1", {"m": 1})
+            page.click("#more")
+            expect(rows).to_have_count(1000)
+            page.click("#more")
+            expect(rows).to_have_count(1201)
+            expect(page.locator("#more")).to_be_hidden()
+            ordinals = rows.evaluate_all(
+                "nodes => nodes.map(n => n.querySelector('.owner').textContent)"
+            )
+            assert ordinals == [f"agent:main #{i}" for i in range(1201)]
+            assert rows.last.get_attribute("data-id") == early.fact_ids[0]
+            # at the end of the list, live records are appended as they arrive
+            late = append(store, "late", "agent:main", "app.live.v1", {"m": 2})
+            expect(rows).to_have_count(1202)
+            assert rows.last.get_attribute("data-id") == late.fact_ids[0]

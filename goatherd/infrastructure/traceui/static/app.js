@@ -1,6 +1,6 @@
 "use strict";
 // The goatherd trace viewer: plain JS over the read-only /api endpoints.
-const state = { path: "", mode: "both", after: -1, records: [], byId: new Map(), view: "records" };
+const state = { path: "", mode: "both", after: -1, records: [], byId: new Map(), seen: new Set(), view: "records" };
 const $ = (id) => document.getElementById(id);
 
 async function getJSON(url) {
@@ -48,6 +48,7 @@ function addRecords(records, fresh) {
   for (const record of records) {
     state.records.push(record);
     state.byId.set(record.id, record);
+    state.seen.add(`${record.owner}@${record.ordinal}`);
     list.append(recordNode(record, fresh));
   }
   $("record-count").textContent = `${state.records.length} shown`;
@@ -56,7 +57,7 @@ function addRecords(records, fresh) {
 
 async function loadRecords(reset) {
   if (reset) {
-    state.after = -1; state.records = []; state.byId.clear(); $("records").replaceChildren();
+    state.after = -1; state.records = []; state.byId.clear(); state.seen.clear(); $("records").replaceChildren();
   }
   const params = new URLSearchParams({ path: state.path, mode: state.mode, after: state.after, limit: 500 });
   const page = await getJSON(`/api/records?${params}`);
@@ -177,8 +178,12 @@ function showView(view) {
   if (view === "graph") drawGraph();
 }
 
+// Pages still to load: live records then belong after them, so they are not
+// appended out of order; "Load more" reaches them in log order.
+const morePending = () => !$("more").hidden;
+
 function onLiveRecord(record) {
-  if (under(record.owner) && modeOk(record.mode) && !state.records.some((r) => r.id === record.id && r.owner === record.owner)) {
+  if (!morePending() && under(record.owner) && modeOk(record.mode) && !state.seen.has(`${record.owner}@${record.ordinal}`)) {
     addRecords([record], true);
     state.after = Math.max(state.after, record.position);
   }
@@ -192,6 +197,7 @@ function scheduleSideRefresh() {
 }
 
 async function poll() {
+  if (morePending()) return;
   try {
     const params = new URLSearchParams({ path: state.path, mode: state.mode, after: state.after, limit: 500 });
     const page = await getJSON(`/api/records?${params}`);
