@@ -10,6 +10,7 @@ import pytest
 from goatherd.application import MERGE_PROPOSED_SCHEMA_REF
 from goatherd.domain import DECLARATION, InterventionType
 from goatherd.infrastructure.demo.agents import AGENTS, StepKind, agent_named
+from goatherd.infrastructure.demo.layout import DemoLayout
 from goatherd.infrastructure.demo.project import (
     BROKEN_MEDIAN,
     FIXED_MEDIAN,
@@ -19,7 +20,6 @@ from goatherd.infrastructure.demo.project import (
     run_tests,
 )
 from goatherd.infrastructure.demo.rules import blocked_scope_may_not_merge
-from goatherd.infrastructure.demo.session import DemoLayout
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,16 @@
 ``project`` creates the sample project, ``agents`` holds the three scripted
 attempts as data, ``agent_runner`` executes one behind the supervisor's gate,
 ``rules`` builds the demo's supervisor, ``state`` reads the session back from
-the trace, ``resume`` finishes what a crash interrupted, ``session`` runs it
-all and ``summary`` renders the result. See ADR 0022.
+the trace, ``resume`` finishes what a crash interrupted, ``layout`` owns the
+directory, ``session`` runs it all and ``summary`` renders the result. See ADR 0022.
 """
 
-from goatherd.infrastructure.demo.session import (
+from goatherd.infrastructure.demo.layout import (
     DemoError,
     DemoLayout,
-    DemoOptions,
-    DemoRun,
     default_demo_dir,
-    run_demo,
 )
+from goatherd.infrastructure.demo.session import DemoOptions, DemoRun, run_demo
 from goatherd.infrastructure.demo.summary import render_summary, summary_json
 
 __all__ = [

@@ -1,27 +1,17 @@
 """Run (or resume) the demo's best-of-n session in a stable directory.
 
-Layout of the demo directory::
-
-    project/               the sample git project; the root scope works in
-                           place on it (scope:demo:main)
-    worktrees/<attempt>/   one detached worktree per attempt (removed when
-                           the attempt ends)
-    trace.sqlite           the trace
-    .goatherd-demo         marks the directory as the demo's (``--fresh``
-                           deletes only what the demo created)
-
 :func:`run_demo` opens the trace, rebuilds the scope tree from it
 (``recover_scopes``, re-adopting the worktrees by their recorded paths),
 finishes whatever a crash interrupted (:mod:`.resume`), runs the attempts
 still missing as one ``best_of_n`` round, records
 ``demo.session.completed.v1`` and returns the session as the trace tells it.
-A completed session is not run again. See ADR 0022.
+A completed session is not run again. The directory is :mod:`.layout`'s;
+see ADR 0022 for the resumption design.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -45,7 +35,12 @@ from goatherd.domain.effects import EffectEvent
 from goatherd.infrastructure.bootstrap import Runtime, open_runtime
 from goatherd.infrastructure.demo.agent_runner import run_agent
 from goatherd.infrastructure.demo.agents import AGENTS, agent_named
-from goatherd.infrastructure.demo.project import changed_paths, create_project
+from goatherd.infrastructure.demo.layout import (
+    DemoError,
+    DemoLayout,
+    prepare_directory,
+)
+from goatherd.infrastructure.demo.project import changed_paths
 from goatherd.infrastructure.demo.resume import finish_interrupted
 from goatherd.infrastructure.demo.rules import demo_supervisor
 from goatherd.infrastructure.demo.state import (
@@ -60,55 +55,11 @@ from goatherd.infrastructure.demo.state import (
 from goatherd.infrastructure.inspection import TraceStats, trace_stats
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 
-__all__ = [
-    "DemoError",
-    "DemoLayout",
-    "DemoOptions",
-    "DemoRun",
-    "default_demo_dir",
-    "run_demo",
-]
+__all__ = ["DemoOptions", "DemoRun", "run_demo"]
 
 ROOT_SCOPE: Final = f"scope:{ROOT_OWNER}"
-_MARKER: Final = ".goatherd-demo"
-_MARKER_TEXT: Final = "a goatherd demo directory (goatherd demo --fresh wipes it)\n"
 T = TypeVar("T")
 Progress = Callable[[str], None]
-
-
-class DemoError(GoatherdError):
-    """The demo cannot run here (a foreign directory, a missing project...)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DemoLayout:
-    """Where the demo keeps its project, worktrees and trace."""
-
-    root: Path
-
-    @property
-    def project(self) -> Path:
-        """The sample project (the root scope's in-place repository)."""
-        return self.root / "project"
-
-    @property
-    def worktrees(self) -> Path:
-        """The attempts' worktrees."""
-        return self.root / "worktrees"
-
-    @property
-    def trace(self) -> Path:
-        """The SQLite trace file."""
-        return self.root / "trace.sqlite"
-
-    @property
-    def marker(self) -> Path:
-        """The file that marks the directory as the demo's."""
-        return self.root / _MARKER
-
-    def worktree_for(self, owner: str) -> Path:
-        """The worktree of the attempt writing to ``owner``."""
-        return self.worktrees / owner.removeprefix(ROOT_OWNER + ":").replace(":", "-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,13 +100,6 @@ class DemoRun:
     project_changes: tuple[str, ...]
 
 
-def default_demo_dir() -> Path:
-    """Return ``<tempdir>/goatherd-demo`` (stable, so a rerun resumes)."""
-    import tempfile
-
-    return Path(tempfile.gettempdir()) / "goatherd-demo"
-
-
 def run_demo(options: DemoOptions, progress: Progress | None = None) -> DemoRun:
     """Run the demo session, or finish and summarize the one recorded.
 
@@ -166,50 +110,10 @@ def run_demo(options: DemoOptions, progress: Progress | None = None) -> DemoRun:
     """
     say = progress or (lambda _text: None)
     layout = DemoLayout(options.directory.resolve())
-    _prepare_directory(layout, options.fresh, say)
+    prepare_directory(layout, options.fresh, say)
     tap = _crash_tap(options.crash_after) if options.crash_after > 0 else None
     with open_runtime(layout.trace, tap=tap) as runtime:
         return _Session(runtime, layout, say).run()
-
-
-# ------------------------------------------------------------ the directory
-
-
-def _prepare_directory(layout: DemoLayout, fresh: bool, say: Progress) -> None:
-    root = layout.root
-    if root.exists() and not root.is_dir():
-        raise DemoError(f"demo directory {root} is a file")
-    ours = layout.marker.exists()
-    if root.exists() and any(root.iterdir()) and not ours:
-        raise DemoError(
-            f"{root} is not empty and is not a goatherd demo directory;"
-            " pick another one with --dir"
-        )
-    if fresh and ours:
-        say(f"wiping the previous demo in {root}")
-        _wipe(layout)
-    root.mkdir(parents=True, exist_ok=True)
-    layout.marker.write_text(_MARKER_TEXT, encoding="utf-8")
-    trace_exists = layout.trace.exists()
-    if layout.project.exists() and not trace_exists:
-        # Nothing recorded refers to it: start from the pristine project.
-        _wipe(layout)
-    if not layout.project.exists():
-        if trace_exists:
-            raise DemoError(
-                f"the trace {layout.trace} refers to the project {layout.project},"
-                " which is missing; start over with --fresh"
-            )
-        say(f"creating the sample project in {layout.project}")
-        create_project(layout.project)
-
-
-def _wipe(layout: DemoLayout) -> None:
-    project = layout.project
-    for path in (project, layout.worktrees, project.with_name("project.creating")):
-        shutil.rmtree(path, ignore_errors=True)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{layout.trace}{suffix}").unlink(missing_ok=True)
 
 
 def _crash_tap(after: int) -> Callable[[EffectEvent], None]:
