@@ -31,18 +31,19 @@ RECORDS = 100_000
 LONG_PATH = 10_000
 
 
-def _cycles(path: Path, n: int) -> float:
+def _cycles(path: Path, n: int) -> tuple[float, float]:
     with SQLiteTraceStore(path) as store:
         mgr = ScopeManager(TraceEventStore(store))
         main = MemorySandbox(MemorySandboxConfig(files={"a.txt": b"1\n"}))
         main.create(SandboxSpec())
         parent = mgr.create("agent:main", main).unwrap()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(n):
             child = mgr.fork(parent.id, f"try-{i}").unwrap()
             out = mgr.seal(child.id).unwrap()
             mgr.settle(out.id, "selected").unwrap()
-        return n / (time.perf_counter() - start)
+        wall = time.perf_counter() - start
+        return n / wall, n / (time.process_time() - cpu)
 
 
 def _build_tree(path: Path) -> None:
@@ -96,10 +97,10 @@ def _long_path(path: Path) -> tuple[float, float, float]:
 
 def run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        rate = _cycles(Path(tmp) / "cycles.db", 300)
+        rate, cpu_rate = _cycles(Path(tmp) / "cycles.db", 300)
         print(
             "fork + seal + settle(select), memory sandbox, SQLite file:"
-            f" {rate:.0f} cycles/s (target >= 300)"
+            f" {rate:.0f} cycles/s (per CPU second: {cpu_rate:.0f}; target >= 300)"
         )
         tree = Path(tmp) / "tree.db"
         _build_tree(tree)

@@ -72,10 +72,11 @@ class CheckpointCommands(ScopeManagerCore):
     ) -> Checkpoint:
         with self._lock:
             owner = self._owner_of(scope_id)
+            retry = seq
             seq = self._next_seq(seq)
             cp_id = checkpoint_id_for(owner, seq)
             intent = checkpoint_intent(owner, seq)
-            if not self._committed(intent):
+            if not self._committed(intent, retry):
                 self._aggregate(owner).require_active("cannot checkpoint scope")
                 sandbox = self._sandbox_of(owner)
                 limit = self._events.trace.checkpoint_blob_limit
@@ -165,25 +166,25 @@ class CheckpointCommands(ScopeManagerCore):
         ``seq`` names this attempt (its claim); a retry after a crash passes
         the same ``seq`` and finishes the restore or returns its outcome.
         """
-        return attempt(lambda: self._restore(checkpoint_id, str(self._next_seq(seq))))
+        return attempt(lambda: self._restore(checkpoint_id, self._next_seq(seq), seq))
 
-    def _restore(self, cp_id: str, claimant: str) -> bytes:
+    def _restore(self, cp_id: str, attempt_seq: int, retry: int | None) -> bytes:
         with self._lock:
             entry = self._checkpoints.get(cp_id)
             if entry is None:
                 raise CheckpointNotFoundError(cp_id)
             with entry.lock:
-                return self._restore_locked(cp_id, entry, claimant)
+                return self._restore_locked(cp_id, entry, str(attempt_seq), retry)
 
     def _restore_locked(
-        self, cp_id: str, entry: CheckpointEntry, claimant: str
+        self, cp_id: str, entry: CheckpointEntry, claimant: str, retry: int | None
     ) -> bytes:
         agg = self._checkpoint_agg(cp_id)
         owner = agg.scope_owner
         if owner not in self._scopes:
             raise ScopeNotFoundError(f"{agg.scope_id} for checkpoint {cp_id}")
         intent = restore_intent(owner, entry.seq)
-        if self._committed(intent) and agg.claimed_by == claimant:
+        if agg.claimed_by == claimant and self._committed(intent, retry):
             return entry.snapshot  # the stored outcome of this attempt
         if entry.invalid and agg.state is CheckpointState.VALID:
             raise CheckpointNotRestorableError(cp_id, CheckpointState.INVALID)

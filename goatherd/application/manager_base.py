@@ -99,7 +99,14 @@ class ManagerBase:
             raise ScopeNotFoundError(scope_id)
         return owner
 
-    def _committed(self, intent: str) -> bool:
+    def _committed(self, intent: str, seq: int | None) -> bool:
+        """Whether a retry's intent already committed (look up before deciding).
+
+        ``seq=None`` means the command drew a fresh value from the process
+        sequence: its intent cannot have committed before, so nothing is read.
+        """
+        if seq is None:
+            return False
         return self._events.trace.read_append_intent(intent) is not None
 
     def _save(self, aggs: Sequence[TraceAggregate], intent: str) -> None:
@@ -135,7 +142,9 @@ class ManagerBase:
         except (TraceStoreError, OSError):
             self._events.forget(agg.id)
 
-    def _first_record(self, intent: str) -> str | None:
+    def _first_record(self, intent: str, seq: int | None) -> str | None:
+        if seq is None:
+            return None
         prior = self._events.trace.read_append_intent(intent)
         if prior is None:
             return None

@@ -68,7 +68,7 @@ class MergeGateCommands(ScopeManagerCore):
                 intent = lifecycle_intent(
                     "merge-proposed", owner, "", self._next_seq(seq)
                 )
-                prior = self._first_record(intent)
+                prior = self._first_record(intent, seq)
                 if prior is not None:
                     return prior
                 ids: list[str] = []
@@ -109,7 +109,7 @@ class MergeGateCommands(ScopeManagerCore):
                 intent = lifecycle_intent(
                     "merge-decision", parent, "", self._next_seq(seq)
                 )
-                prior = self._first_record(intent)
+                prior = self._first_record(intent, seq)
                 if prior is not None:
                     return prior
                 ids: list[str] = []

@@ -141,7 +141,7 @@ class ScopeManagerCore(WorkspaceCommands):
         with self._lock:
             parent_owner = self._owner_of(parent_id)
             intent = fork_intent(parent_owner, child_owner, self._next_seq(seq))
-            if not self._committed(intent):
+            if not self._committed(intent, seq):
                 if child_owner in self._scopes:
                     raise ScopeExistsError(scope_id_for(child_owner))
                 self._record_fork(parent_owner, child_owner, isolated, intent)
@@ -161,9 +161,17 @@ class ScopeManagerCore(WorkspaceCommands):
         backend = isolated.backend() if isolated is not None else ""
         path = isolated.address() if isinstance(isolated, Addressed) else ""
 
+        attempts: list[int] = []
+
         def decide() -> list[TraceAggregate]:
             parent = self._load(ScopeAggregate, parent_owner)
-            child = self._load(ScopeAggregate, child_owner)
+            # First try: the child's path is presumed empty, which the save's
+            # expected head (0) proves; a lost race reads it before deciding.
+            if attempts:
+                child = self._events.load(ScopeAggregate, child_owner)
+            else:
+                child = ScopeAggregate.bare(child_owner)
+            attempts.append(1)
             parent.fork(
                 child,
                 baseline=baseline,
@@ -212,7 +220,7 @@ class ScopeManagerCore(WorkspaceCommands):
                 intent = lifecycle_intent(
                     verb, parent_owner, child_owner, self._next_seq(seq)
                 )
-                if not self._committed(intent):
+                if not self._committed(intent, seq):
                     self._decide_and_save(
                         lambda: self._lifecycle_decision(
                             parent_owner, child_owner, verb
@@ -248,7 +256,7 @@ class ScopeManagerCore(WorkspaceCommands):
             with self._lock:
                 owner = self._owner_of(scope_id)
                 intent = lifecycle_intent("halt", owner, "", self._next_seq(seq))
-                if not self._committed(intent):
+                if not self._committed(intent, seq):
 
                     def decide() -> list[TraceAggregate] | None:
                         agg = self._load(ScopeAggregate, owner)
@@ -298,7 +306,7 @@ class ScopeManagerCore(WorkspaceCommands):
         with self._lock:
             owner = self._owner_of(scope_id)
             intent = lifecycle_intent(verb, owner, "", self._next_seq(seq))
-            prior = self._first_record(intent)
+            prior = self._first_record(intent, seq)
             if prior is not None:
                 return prior
             record_ids: list[str] = []

@@ -175,11 +175,12 @@ class ScopeManager(MergeGateCommands, CheckpointCommands):
     def _seal(self, scope_id: str, seq: int | None) -> RetainedOutput:
         with self._lock:
             owner = self._owner_of(scope_id)
+            retry = seq
             seq = self._next_seq(seq)
             out_id = output_id_for(owner, seq)
             intent = seal_intent(owner, seq)
-            if not self._committed(intent):
-                agg = self._aggregate(owner)
+            if not self._committed(intent, retry):
+                agg = self._load(ScopeAggregate, owner)  # re-checked under OCC
                 agg.require_active("cannot seal scope")
                 sandbox = self._sandbox_of(owner)
                 if agg.baseline is None:
@@ -225,10 +226,12 @@ class ScopeManager(MergeGateCommands, CheckpointCommands):
         with self._lock:
             if output_id not in self._outputs:
                 raise OutputNotFoundError(output_id)
-            out = self._output_agg(output_id)
+            # Cached: the claim and the settlement records re-check it under
+            # the output path's expected head.
+            out = self._load(RetainedOutputAggregate, output_id)
             owner = out.scope_owner
             intent = settle_intent(owner, str(action), self._next_seq(seq))
-            if self._committed(intent):
+            if self._committed(intent, seq):
                 return
             out.check_unconsumed()
             verb = parse_settlement_action(action)

@@ -112,9 +112,9 @@ class TraceEventStore:
                 return agg
         else:
             agg = self._cold_load(cls, owner)
-        self._remember(key, agg)
+        self._remember(key, agg)  # keeps its own copy
         self._maybe_snapshot(key, agg)
-        return agg.clone()
+        return agg
 
     def load_many(self, cls: type[TAgg], owners: Collection[str]) -> dict[str, TAgg]:
         """Fold several paths."""
