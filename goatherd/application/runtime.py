@@ -132,7 +132,8 @@ class RuntimeEventStore(Protocol):
         """Append every pending event as ONE batch under ``intent_id``.
 
         Each aggregate's path must still be at the head it was loaded at
-        (``OrdinalConflictError`` otherwise, nothing written). An exact replay
+        (``OrdinalConflictError`` otherwise, nothing written), also one with
+        no pending event (it guards a decision that read it). An exact replay
         of a committed intent returns the stored receipt.
         """
         ...

@@ -264,7 +264,7 @@ class ScopeManager(MergeGateCommands, CheckpointCommands):
         """Check, claim and land the workspace effect; return whether one stands."""
         if verb not in _EFFECTS:
             if verb is SettlementAction.DISCARD:
-                child = self._aggregate(out.scope_owner)
+                child = self._load(ScopeAggregate, out.scope_owner)
                 self._parent_of(child, out.id)
                 child.require_active(f"settle {out.id} (discard): cannot discard scope")
             return False
@@ -282,7 +282,11 @@ class ScopeManager(MergeGateCommands, CheckpointCommands):
     ) -> None:
         def decide() -> list[TraceAggregate] | None:
             out = self._load(RetainedOutputAggregate, output_id)
-            return [out] if out.claim(verb, intent) is not None else None
+            child, parent = self._settle_scopes(out, verb)
+            if out.claim(verb, intent) is None:
+                return None
+            # The scopes ride along unchanged: their heads guard the checks.
+            return [out, child, parent]
 
         self._decide_and_save(decide, claim_intent(intent))
 
@@ -369,15 +373,27 @@ class ScopeManager(MergeGateCommands, CheckpointCommands):
     def _settle_parent(
         self, out: RetainedOutputAggregate, verb: SettlementAction
     ) -> Sandbox:
-        child = self._aggregate(out.scope_owner)
+        _, parent = self._settle_scopes(out, verb)
+        return self._sandbox_of(parent.id)
+
+    def _settle_scopes(
+        self, out: RetainedOutputAggregate, verb: SettlementAction
+    ) -> tuple[ScopeAggregate, ScopeAggregate]:
+        """Return the child and its parent, both active.
+
+        Cached folds: the claim carries their heads as expected heads, so a
+        stale fold loses the race and is decided again on fresh ones.
+        """
+        child = self._load(ScopeAggregate, out.scope_owner)
         child.require_active(f"settle {out.id} ({verb.value}): cannot merge scope")
         parent_owner = self._parent_of(child, out.id)
         if parent_owner not in self._scopes:
             raise ScopeNotFoundError(scope_id_for(parent_owner))
-        self._aggregate(parent_owner).require_active(
+        parent = self._load(ScopeAggregate, parent_owner)
+        parent.require_active(
             f"settle {out.id} ({verb.value}): cannot merge into scope"
         )
-        return self._sandbox_of(parent_owner)
+        return child, parent
 
     def _register_recovered_output(self, output_id: str, seq: int) -> None:
         self._outputs[output_id] = _OutputEntry(seq)

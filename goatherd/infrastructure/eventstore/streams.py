@@ -226,8 +226,10 @@ class TraceEventStore:
         """Append every pending event as ONE batch under ``intent_id``.
 
         Each aggregate's path must still be at the head it was loaded at
-        (``OrdinalConflictError`` otherwise, nothing written). An exact replay
-        of a committed intent returns the stored receipt.
+        (``OrdinalConflictError`` otherwise, nothing written), including an
+        aggregate with no pending event: passing one GUARDS a decision that
+        read it. An exact replay of a committed intent returns the stored
+        receipt.
         """
         groups: list[AppendGroup] = []
         expected: dict[str, int] = {}
@@ -235,6 +237,7 @@ class TraceEventStore:
         for agg in aggregates:
             pending = agg.pending()
             if not pending:
+                expected.setdefault(agg.id, agg.head)
                 continue
             expected.setdefault(agg.id, pending[0].originator_version)
             spans[agg.id] = (
@@ -249,7 +252,7 @@ class TraceEventStore:
                 TRUSTED_APPEND_CONTEXT, batch, expected_heads=expected
             )
         except BaseException:
-            self.forget(*spans)
+            self.forget(*expected)
             raise
         for agg in aggregates:
             agg.collect_events()
