@@ -191,3 +191,23 @@ def test_a_checkpoint_whose_record_never_landed_is_not_recovered(path):
         cp = mgr.create_checkpoint("scope:root", b"x", seq=3).unwrap()
         assert cp.state is CheckpointState.VALID
         assert mgr.restore_checkpoint(cp.id) == Success(b"x")
+
+
+def test_a_child_ended_by_another_manager_refuses_a_stale_settle_before_any_effect(
+    path,
+):
+    from goatherd.domain import ScopeStateError
+
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
+        mine = ScopeManager(TraceEventStore(one))
+        out, wt = sealed(mine, main)  # mine now caches the child as active
+        other = recovered(two, {"scope:root": main, "scope:try": wt})
+        assert other.discard("scope:try") == Success(None)
+        before = one.fact_count()
+        result = mine.settle(out.id, "selected")
+        assert isinstance(result, Failure)
+        assert isinstance(result.failure(), ScopeStateError)
+        assert "b.txt" not in main.list_files()
+        assert one.fact_count() == before
+        assert count(one, out.id, SCHEMA_RUN_OUTPUT_CLAIMED) == 0
