@@ -11,8 +11,12 @@ too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from returns.result import Result
 
 from goatherd.application import (
     RecoverOptions,
@@ -70,7 +74,6 @@ class History:
         self.children: list[str] = []
         self.checkpoints: list[str] = []
         self.outputs: list[str] = []
-        self.sandboxes: dict[str, MemorySandbox] = {}
 
     @staticmethod
     def _pick(items: list[str], n: int) -> str | None:
@@ -83,8 +86,6 @@ class History:
             sandbox = _sandbox() if verb == "root" else None
             created = manager.create(f"root{len(self.scopes)}", sandbox)
             self._keep(created, self.scopes, lambda s: s.id)
-            if sandbox is not None and self.scopes:
-                self.sandboxes[self.scopes[-1]] = sandbox
         elif scope is None:
             return
         elif verb in ("fork", "fork_isolated"):
@@ -98,33 +99,37 @@ class History:
         elif verb == "halt":
             manager.halt(scope)
         elif verb in ("merge", "discard", "seal"):
-            child = self._pick(self.children, n)
-            if child is None:
+            target = self._pick(self.children, n)
+            if target is None:
                 return
             if verb == "seal":
-                self._keep(manager.seal(child), self.outputs, lambda o: o.id)
+                self._keep(manager.seal(target), self.outputs, lambda o: o.id)
             else:
-                getattr(manager, verb)(child)
+                getattr(manager, verb)(target)
         elif verb == "checkpoint":
-            created = manager.create_checkpoint(scope, b"snap")
-            self._keep(created, self.checkpoints, lambda c: c.id)
+            checkpoint = manager.create_checkpoint(scope, b"snap")
+            self._keep(checkpoint, self.checkpoints, lambda c: c.id)
         elif verb == "restore":
-            checkpoint = self._pick(self.checkpoints, n)
-            if checkpoint is not None:
-                manager.restore_checkpoint(checkpoint)
+            picked = self._pick(self.checkpoints, n)
+            if picked is not None:
+                manager.restore_checkpoint(picked)
         elif verb == "settle":
             output = self._pick(self.outputs, n)
             if output is not None:
                 manager.settle(output, action)
 
     @staticmethod
-    def _keep(result, into: list[str], key) -> None:  # type: ignore[no-untyped-def]
+    def _keep(
+        result: Result[Any, Any], into: list[str], key: Callable[[Any], str]
+    ) -> None:
         value = result.value_or(None)
         if value is not None:
             into.append(key(value))
 
 
-def _recovered(store) -> dict[str, tuple[str, str | None, str | None]]:  # type: ignore[no-untyped-def]
+def _recovered(
+    store: SQLiteTraceStore,
+) -> dict[str, tuple[str, str | None, str | None]]:
     manager = recover_scopes(TraceEventStore(store), RecoverOptions()).unwrap()
     return {
         scope.owner_id: (
