@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from returns.result import Failure, Result, Success
 
@@ -21,16 +21,14 @@ from goatherd.application.ports import Sandbox
 from goatherd.application.runtime import RuntimeFailure
 from goatherd.domain import (
     RuntimeRuleError,
+    ScopeAggregate,
     ScopeState,
     TraceStoreError,
     WorkspaceState,
     scope_id_for,
 )
 
-if TYPE_CHECKING:
-    from goatherd.application.scope_manager import ScopeManagerCore
-
-__all__ = ["Scope", "attempt"]
+__all__ = ["Scope", "ScopeHost", "attempt"]
 
 T = TypeVar("T")
 _EXPECTED = (RuntimeRuleError, SandboxError, TraceStoreError)
@@ -65,10 +63,64 @@ class CheckpointEntry:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+class ScopeHost(Protocol):
+    """What a :class:`Scope` handle needs from its manager (the scope manager)."""
+
+    def _aggregate(self, owner: str) -> ScopeAggregate: ...
+
+    def _entry(self, owner: str) -> ScopeEntry: ...
+
+    def _merge_or_discard(
+        self, parent_owner: str, child_owner: str, verb: str, seq: int | None = None
+    ) -> Result[None, RuntimeFailure]: ...
+
+    def halt(
+        self, scope_id: str, *, seq: int | None = None
+    ) -> Result[None, RuntimeFailure]:
+        """Halt the scope."""
+        ...
+
+    def inject(
+        self, scope_id: str, guidance: str, *, seq: int | None = None
+    ) -> Result[str, RuntimeFailure]:
+        """Record guidance for the scope."""
+        ...
+
+    def append_fact(
+        self,
+        scope_id: str,
+        schema_ref: str,
+        kind_label: str,
+        payload: Mapping[str, object],
+        *,
+        seq: int | None = None,
+    ) -> Result[str, RuntimeFailure]:
+        """Append a capture on the scope's path."""
+        ...
+
+    def capture_workspace(
+        self, scope_id: str
+    ) -> Result[WorkspaceState, RuntimeFailure]:
+        """Capture the scope's workspace."""
+        ...
+
+    def apply_workspace(
+        self, scope_id: str, state: WorkspaceState
+    ) -> Result[None, RuntimeFailure]:
+        """Reset the scope's workspace."""
+        ...
+
+    def diff_workspace(
+        self, scope_id: str, state: WorkspaceState, max_lines: int = 0
+    ) -> Result[tuple[str, list[str]], RuntimeFailure]:
+        """Diff the scope's workspace."""
+        ...
+
+
 class Scope:
     """A handle on one scope: its sandbox here, its state in the trace."""
 
-    def __init__(self, manager: ScopeManagerCore, owner: str) -> None:
+    def __init__(self, manager: ScopeHost, owner: str) -> None:
         """Bind the handle to ``manager`` (use the manager's commands to get one)."""
         self._manager = manager
         self._owner = owner
