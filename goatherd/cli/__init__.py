@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 import goatherd
-from goatherd.cli import inspect_cmds, move_cmds, serve_cmds
+from goatherd.cli import inspect_cmds, move_cmds, recover_cmd, serve_cmds
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmds.register(sub)
     move_cmds.register(sub)
     serve_cmds.register(sub)
+    recover_cmd.register(sub)
     return parser
 
 
