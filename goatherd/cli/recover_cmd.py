@@ -85,28 +85,28 @@ def cmd_recover(args: argparse.Namespace) -> int:
         blobs, _corrupt = store.load_checkpoint_blobs()
         scopes = [_scope_json(manager, scope) for scope in manager.all_scopes()]
         checkpoints = _checkpoints_json(manager, [b.checkpoint_id for b in blobs])
-    report = {
-        "scopes": scopes,
-        "checkpoints": checkpoints,
-        "stats": {
-            "fork_records": stats.fork_records,
-            "terminal_records": stats.terminal_records,
-            "checkpoint_blobs": stats.checkpoint_blobs,
-            "sealed_outputs": stats.sealed_outputs,
-            "scan_seconds": round(stats.scan_duration, 6),
-        },
-    }
     if args.json:
-        emit_json(report)
-    else:
-        _print_tree(scopes)
-        _print_checkpoints(checkpoints)
-        s = report["stats"]
-        print(
-            f"scanned {s['fork_records']} fork, {s['terminal_records']} terminal, "
-            f"{s['sealed_outputs']} sealed records and {s['checkpoint_blobs']} "
-            f"checkpoint blobs in {s['scan_seconds'] * 1000:.1f} ms"
+        emit_json(
+            {
+                "scopes": scopes,
+                "checkpoints": checkpoints,
+                "stats": {
+                    "fork_records": stats.fork_records,
+                    "terminal_records": stats.terminal_records,
+                    "checkpoint_blobs": stats.checkpoint_blobs,
+                    "sealed_outputs": stats.sealed_outputs,
+                    "scan_seconds": round(stats.scan_duration, 6),
+                },
+            }
         )
+        return 0
+    _print_tree(scopes)
+    _print_checkpoints(checkpoints)
+    print(
+        f"scanned {stats.fork_records} fork, {stats.terminal_records} terminal, "
+        f"{stats.sealed_outputs} sealed records and {stats.checkpoint_blobs} "
+        f"checkpoint blobs in {stats.scan_duration * 1000:.1f} ms"
+    )
     return 0
 
 
