@@ -32,8 +32,8 @@ from __future__ import annotations
 from goatherd.domain.errors import DomainError
 
 __all__ = [
-    "CheckpointNotFoundError",
     "CheckpointClaimedError",
+    "CheckpointNotFoundError",
     "CheckpointNotRestorableError",
     "CheckpointScopeMismatchError",
     "NoBaselineError",

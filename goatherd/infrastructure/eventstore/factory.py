@@ -39,9 +39,9 @@ from goatherd.infrastructure.projection_runner import tracking_table
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 
 __all__ = [
-    "TRACE_URL_VARIABLE",
     "KernelInfrastructureFactory",
     "KernelTrackingRecorder",
+    "TRACE_URL_VARIABLE",
 ]
 
 TRACE_URL_VARIABLE: Final = "GOATHERD_TRACE_URL"

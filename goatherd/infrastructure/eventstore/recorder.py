@@ -48,9 +48,9 @@ from goatherd.domain.canonical import canonical_json_text
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
 __all__ = [
-    "OPAQUE_KIND_LABEL",
     "KernelAggregateRecorder",
     "KernelRecorder",
+    "OPAQUE_KIND_LABEL",
     "stored_state",
 ]
 

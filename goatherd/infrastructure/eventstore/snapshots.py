@@ -28,7 +28,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
-__all__ = ["SNAPSHOT_FORMAT", "AggregateSnapshot", "SnapshotTable", "snapshot_table"]
+__all__ = [
+    "AggregateSnapshot",
+    "SNAPSHOT_FORMAT",
+    "SnapshotTable",
+    "snapshot_table",
+]
 
 SNAPSHOT_FORMAT: Final = "goatherd.aggregate-snapshot.v1"
 
