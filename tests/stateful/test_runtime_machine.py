@@ -39,6 +39,8 @@ from goatherd.infrastructure.store import SQLiteTraceStore
 
 ROOT = "root"
 CRASH = st.none() | st.integers(min_value=0, max_value=5)
+# Settle and restore also aim at their effect boundary by name.
+EFFECT_CRASH = CRASH | st.just("after-effect")
 
 
 class Crash(BaseException):
@@ -46,13 +48,16 @@ class Crash(BaseException):
 
 
 class Faults:
-    def __init__(self, at: int | None) -> None:
+    """Crash at the n-th write boundary, or at the first one with a given name."""
+
+    def __init__(self, at: int | str | None) -> None:
         self.at = at
         self.seen = 0
         self.fired = False
 
     def __call__(self, boundary: str, intent: str) -> None:
-        if self.at is not None and not self.fired and self.seen == self.at:
+        hit = self.seen == self.at if isinstance(self.at, int) else boundary == self.at
+        if self.at is not None and not self.fired and hit:
             self.fired = True
             event(f"crash at {boundary}")
             raise Crash(f"{boundary} {intent}")
@@ -96,7 +101,7 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ crash + retry
 
-    def run(self, command, crash_at: int | None):
+    def run(self, command, crash_at: int | str | None):
         """Run ``command(manager)``; on a crash restart, recover, check, retry."""
         faults = Faults(crash_at)
         self.mgr._faults = faults
@@ -202,9 +207,9 @@ class RuntimeMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         verb=st.sampled_from(["selected", "applied", "released", "discarded"]),
-        crash=CRASH,
+        crash=EFFECT_CRASH,
     )
-    def settle(self, data: st.DataObject, verb: str, crash: int | None) -> None:
+    def settle(self, data: st.DataObject, verb: str, crash: int | str | None) -> None:
         out_id = data.draw(st.sampled_from(sorted(self.outputs)))
         child, sealed, state = self.outputs[out_id]
         seq = self._next()
@@ -260,8 +265,8 @@ class RuntimeMachine(RuleBasedStateMachine):
         )
 
     @precondition(lambda self: self.checkpoints)
-    @rule(data=st.data(), crash=CRASH)
-    def restore(self, data: st.DataObject, crash: int | None) -> None:
+    @rule(data=st.data(), crash=EFFECT_CRASH)
+    def restore(self, data: st.DataObject, crash: int | str | None) -> None:
         cp_id = data.draw(st.sampled_from(sorted(self.checkpoints)))
         files, snapshot, state = self.checkpoints[cp_id]
         seq = self._next()
