@@ -22,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterator, Sequence
 from typing import Final, TypeVar
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
@@ -185,7 +187,10 @@ class TraceEventStore:
             return None
         return self._snapshots.read(owner, _kind(cls))
 
-    def _maybe_snapshot(self, key: _Key, agg: TraceAggregate) -> None:
+    def _maybe_snapshot(
+        self, key: _Key, agg: TraceAggregate, record_id: str = ""
+    ) -> None:
+        """Write a snapshot every ``snapshot_every`` versions (a cache: best effort)."""
         if self._snapshots is None or not self._snapshots.writable or agg.version < 0:
             return
         with self._lock:
@@ -193,18 +198,23 @@ class TraceEventStore:
             if agg.version - last < self._snapshot_every:
                 return
             self._snapshotted[key] = agg.version
-        record = self._store.read_path(agg.id, agg.version - 1, limit=1)
-        if not record:
-            return
-        self._snapshots.write(
-            AggregateSnapshot(
-                agg.id,
-                _kind(type(agg)),
-                agg.version,
-                record[0].record.record_id,
-                agg.snapshot_state(),
+        try:
+            if not record_id:
+                entries = self._store.read_path(agg.id, agg.version - 1, limit=1)
+                if not entries:
+                    return
+                record_id = entries[0].record.record_id
+            self._snapshots.write(
+                AggregateSnapshot(
+                    agg.id,
+                    _kind(type(agg)),
+                    agg.version,
+                    record_id,
+                    agg.snapshot_state(),
+                )
             )
-        )
+        except SQLAlchemyError:
+            return  # a cache write never fails a load or a save
 
     def _remember(self, key: _Key, agg: TraceAggregate) -> None:
         if not self._cache_size:
@@ -234,6 +244,7 @@ class TraceEventStore:
         groups: list[AppendGroup] = []
         expected: dict[str, int] = {}
         spans: dict[str, tuple[int, int]] = {}
+        last_ids: dict[str, str] = {}
         for agg in aggregates:
             pending = agg.pending()
             if not pending:
@@ -244,6 +255,7 @@ class TraceEventStore:
                 pending[0].originator_version,
                 pending[-1].originator_version,
             )
+            last_ids[agg.id] = pending[-1].record_id
             drafts = tuple(event_to_draft(e) for e in pending)
             groups.append(AppendGroup(agg.id, fact_drafts=drafts))
         batch = AppendBatch(intent_id, tuple(groups))
@@ -259,6 +271,8 @@ class TraceEventStore:
             # Cache only what this batch itself placed (a replay may differ).
             if receipt.owner_ordinal_ranges.get(agg.id) == spans.get(agg.id):
                 self._remember((type(agg), agg.id), agg)
+                if agg.id in last_ids:
+                    self._maybe_snapshot((type(agg), agg.id), agg, last_ids[agg.id])
             else:
                 self.forget(agg.id)
         return receipt
