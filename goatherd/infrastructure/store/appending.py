@@ -7,8 +7,9 @@ Nothing is cached or published here: the store does that after commit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sqlalchemy import func, insert, select
 
@@ -35,6 +36,7 @@ from goatherd.domain.records import (
     RetainedContextDraft,
 )
 from goatherd.infrastructure.store.codec import decode_receipt
+from goatherd.infrastructure.store.driver import placeholders
 from goatherd.infrastructure.store.plan import (
     AppendPlan,
     NormalizedDraft,
@@ -46,13 +48,23 @@ from goatherd.infrastructure.store.plan import (
     validate_batch,
 )
 from goatherd.infrastructure.store.reader import StoreReader
-from goatherd.infrastructure.store.schema import frontiers, path_entries
+from goatherd.infrastructure.store.schema import (
+    META_NEXT_COMMIT,
+    frontiers,
+    path_entries,
+)
 from goatherd.infrastructure.store.writer import persist_plan
 
 __all__ = ["AppendOutcome", "append_in", "prepare", "publish_in", "read_cutoff"]
 
-_INTENT_SQL = (
-    "SELECT batch_digest, receipt_json FROM append_intents WHERE append_intent_id = ?"
+# The append's opening read: the commit sequence (tag 0), the intent's stored
+# digest and receipt (tag 1) and the owners' next ordinals (tag 2).
+_STATE_SQL = (
+    "SELECT 0, value, NULL FROM meta WHERE key = ? "
+    "UNION ALL SELECT 1, batch_digest, receipt_json FROM append_intents "
+    "WHERE append_intent_id = ? "
+    "UNION ALL SELECT 2, trace_owner_id, CAST(next_ordinal AS TEXT) "
+    "FROM owner_ordinals WHERE trace_owner_id IN "
 )
 _FRONTIER_FIELDS = (
     "frontier_id",
@@ -90,7 +102,6 @@ def prepare(context: OperationContext, batch: AppendBatch) -> Prepared:
 def append_in(
     reader: StoreReader,
     prepared: Prepared,
-    next_commit: int,
     expected_heads: Mapping[str, int] | None = None,
 ) -> AppendOutcome:
     """Append a prepared batch on the transaction's connection, or replay its intent.
@@ -102,20 +113,23 @@ def append_in(
             preparation and persistence failures (nothing is written).
     """
     batch = prepared.batch
-    stored = _stored_receipt(reader, batch.append_intent_id, prepared.digest)
-    if stored is not None:
-        return AppendOutcome(stored)
     owners = {group.trace_owner_id for group in batch.groups}
     owners.update(expected_heads or {})
     owners.add(WITNESS_OWNER)
-    ordinals = reader.next_ordinals(owners)
-    _check_heads(ordinals, expected_heads)
+    opened = _open_state(reader, batch.append_intent_id, owners)
+    stored = _stored_receipt(opened.intent, batch.append_intent_id, prepared.digest)
+    if stored is not None:
+        return AppendOutcome(stored)
+    _check_heads(opened.ordinals, expected_heads)
     requests = context_requests(prepared.context, batch)
+    # A new context's id hashes this (uncommitted) intent, so it cannot be
+    # stored yet: only reused ids are looked up. The writer's insert still
+    # compares any row it finds (ON CONFLICT DO NOTHING, then an exact check).
     state = StoredState(
-        next_ordinals=ordinals,
-        contexts=reader.contexts(request.context_id for request in requests),
+        next_ordinals=opened.ordinals,
+        contexts=reader.contexts(r.context_id for r in requests if r.new is None),
         existing_parents=frozenset(reader.existing_ids(explicit_parents(batch))),
-        next_commit=next_commit,
+        next_commit=opened.next_commit,
     )
     plan = plan_append(prepared.context, batch, prepared.groups, requests, state)
     new_witnesses = persist_plan(
@@ -123,18 +137,49 @@ def append_in(
         batch.append_intent_id,
         prepared.digest,
         plan,
-        ordinals.get(WITNESS_OWNER, 0),
+        opened.ordinals.get(WITNESS_OWNER, 0),
     )
     return AppendOutcome(plan.receipt, plan, tuple(new_witnesses))
 
 
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    next_commit: int
+    intent: tuple[str, str] | None
+    ordinals: dict[str, int]
+
+
+def _open_state(
+    reader: StoreReader, intent_id: str, owners: Collection[str]
+) -> _Opened:
+    """Read the commit sequence, the intent and the owners' heads in one query."""
+    names = list(owners)
+    next_commit: int | None = None
+    intent: tuple[str, str] | None = None
+    ordinals: dict[str, int] = {}
+    params = (META_NEXT_COMMIT, intent_id, *names)
+    for tag, first, second in reader.driver.rows(_state_sql(len(names)), params):
+        if tag == 0:
+            next_commit = int(first)
+        elif tag == 1:
+            intent = (first, second)
+        else:
+            ordinals[first] = int(second)
+    if next_commit is None:
+        raise TraceStoreError("trace store meta is missing next_commit_seq")
+    return _Opened(next_commit, intent, ordinals)
+
+
+@lru_cache(maxsize=64)
+def _state_sql(owner_count: int) -> str:
+    return _STATE_SQL + placeholders(owner_count)
+
+
 def _stored_receipt(
-    reader: StoreReader, intent_id: str, digest: str
+    row: tuple[str, str] | None, intent_id: str, digest: str
 ) -> AppendReceipt | None:
-    rows = reader.driver.rows(_INTENT_SQL, (intent_id,))
-    if not rows:
+    if row is None:
         return None
-    row = rows[0]
     if row[0] != digest:
         raise AppendIntentConflictError(
             f"append intent '{intent_id}' was already committed with different content"
@@ -152,7 +197,7 @@ def _check_heads(
 
 
 def publish_in(
-    reader: StoreReader, context: OperationContext, spec: CutSpec, next_commit: int
+    reader: StoreReader, context: OperationContext, spec: CutSpec
 ) -> tuple[Cut, AppendOutcome]:
     """Publish a cut through the append path, inside the transaction (7.4).
 
@@ -168,7 +213,7 @@ def publish_in(
     )
     publisher = spec.publisher_trace_owner_id or spec.target_trace_owner_id
     batch = _frontier_batch(context, spec, publisher, through_ordinal)
-    outcome = append_in(reader, prepare(context, batch), next_commit)
+    outcome = append_in(reader, prepare(context, batch))
     cut = Cut(
         frontier_id=spec.frontier_id,
         target_trace_owner_id=spec.target_trace_owner_id,

@@ -12,8 +12,7 @@ locks). Everything else keeps using SQLAlchemy Core.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -42,43 +41,53 @@ class Driver:
 
     def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
         """Return every row of a query."""
-        with self._cursor() as cursor:
-            cursor.execute(self._sql(sql), tuple(params))
-            return list(cursor.fetchall())
-
-    def run(self, sql: str, params: Sequence[object] = ()) -> None:
-        """Execute one statement."""
-        with self._cursor() as cursor:
-            cursor.execute(self._sql(sql), tuple(params))
-
-    def run_many(self, sql: str, rows: Sequence[Row]) -> None:
-        """Execute one statement once per row (nothing for no rows)."""
-        if not rows:
-            return
-        with self._cursor() as cursor:
-            if len(rows) == 1:
-                cursor.execute(self._sql(sql), rows[0])
-            else:
-                cursor.executemany(self._sql(sql), rows)
-
-    @contextmanager
-    def _cursor(self) -> Iterator[Any]:
         cursor = self._raw.cursor()
         try:
-            yield cursor
+            cursor.execute(self._sql(sql), tuple(params))
+            return list(cursor.fetchall())
         except UnicodeEncodeError as error:
-            # Appends refuse invalid text before any SQL runs; a read naming
-            # such text (a lone surrogate in an id) fails in the driver's
-            # encoder: report it as the caller's bad request.
-            raise ReadRequestError(
-                f"a query argument is not valid text: {error.reason} "
-                f"({error.object[error.start : error.end]!r})"
-            ) from error
+            raise _bad_text(error) from error
+        finally:
+            cursor.close()
+
+    def run(self, sql: str, params: Sequence[object] = ()) -> int:
+        """Execute one statement; return the number of rows it changed."""
+        cursor = self._raw.cursor()
+        try:
+            cursor.execute(self._sql(sql), tuple(params))
+            return int(cursor.rowcount)
+        except UnicodeEncodeError as error:
+            raise _bad_text(error) from error
+        finally:
+            cursor.close()
+
+    def run_many(self, sql: str, rows: Sequence[Row]) -> int:
+        """Execute one statement once per row; return the rows changed in total."""
+        if not rows:
+            return 0
+        if len(rows) == 1:
+            return self.run(sql, rows[0])
+        cursor = self._raw.cursor()
+        try:
+            cursor.executemany(self._sql(sql), rows)
+            return int(cursor.rowcount)
+        except UnicodeEncodeError as error:
+            raise _bad_text(error) from error
         finally:
             cursor.close()
 
     def _sql(self, sql: str) -> str:
         return _format_style(sql) if self._postgres else sql
+
+
+def _bad_text(error: UnicodeEncodeError) -> ReadRequestError:
+    # Appends refuse invalid text before any SQL runs; a read naming such
+    # text (a lone surrogate in an id) fails in the driver's encoder: report
+    # it as the caller's bad request.
+    return ReadRequestError(
+        f"a query argument is not valid text: {error.reason} "
+        f"({error.object[error.start : error.end]!r})"
+    )
 
 
 @lru_cache(maxsize=512)

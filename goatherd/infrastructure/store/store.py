@@ -97,8 +97,7 @@ __all__ = [
 
 DEFAULT_CHECKPOINT_BLOB_LIMIT = ledgers.DEFAULT_CHECKPOINT_BLOB_LIMIT
 _LOG = logging.getLogger(__name__)
-_NEXT_COMMIT = "SELECT value FROM meta WHERE key = ?"
-_NEXT_COMMIT_FOR_UPDATE = _NEXT_COMMIT + " FOR UPDATE"
+_NEXT_COMMIT_FOR_UPDATE = "SELECT value FROM meta WHERE key = ? FOR UPDATE"
 
 
 class EffectPublisher(Protocol):
@@ -187,17 +186,15 @@ class SqlAlchemyTraceStore:
                 yield StoreReader(conn, self._cache)
 
     @contextmanager
-    def _writing(self) -> Iterator[tuple[StoreReader, int]]:
+    def _writing(self) -> Iterator[StoreReader]:
         self._refuse_if_read_only()
         with self._lock, self._write_transaction() as conn:
-            # The meta row is the serialization point on PostgreSQL (FOR UPDATE);
-            # SQLite already holds its write lock since BEGIN IMMEDIATE.
             reader = StoreReader(conn, self._cache)
-            sql = _NEXT_COMMIT_FOR_UPDATE if self._postgres else _NEXT_COMMIT
-            rows = reader.driver.rows(sql, (META_NEXT_COMMIT,))
-            if not rows:
-                raise TraceStoreError("trace store meta is missing next_commit_seq")
-            yield reader, int(rows[0][0])
+            if self._postgres:
+                # The meta row is the serialization point on PostgreSQL;
+                # SQLite already holds its write lock since BEGIN IMMEDIATE.
+                reader.driver.rows(_NEXT_COMMIT_FOR_UPDATE, (META_NEXT_COMMIT,))
+            yield reader
 
     @contextmanager
     def _write_transaction(self) -> Iterator[Connection]:
@@ -211,13 +208,41 @@ class SqlAlchemyTraceStore:
             yield self._writer
 
     @contextmanager
+    def _appending(self) -> Iterator[StoreReader]:
+        """Open an append's write transaction (the caller holds the store lock).
+
+        On SQLite the append's transaction runs straight on the held driver
+        connection (``BEGIN IMMEDIATE`` ... ``COMMIT``): SQLAlchemy's begin and
+        commit bookkeeping cost about as much as two of the append's
+        statements. The append path issues only driver-level statements, so
+        the SQLAlchemy connection never sees this transaction.
+        """
+        if not self._hold_writer:
+            with self._writing() as reader:
+                yield reader
+            return
+        self._refuse_if_read_only()
+        if self._writer is None or self._writer.invalidated:
+            self._writer = self._write_engine.connect()
+        raw = self._writer.connection.driver_connection
+        assert raw is not None
+        raw.execute("BEGIN IMMEDIATE")
+        try:
+            yield StoreReader(self._writer, self._cache)
+            raw.execute("COMMIT")
+        except BaseException:
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            raise
+
+    @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """Open a write transaction serialized with appends, for non-trace tables.
 
         For adapters that keep their own rows beside the trace (projection
         views, tracking rows). The trace tables are written only by ``append``.
         """
-        with self._writing() as (reader, _):
+        with self._writing() as reader:
             yield reader.conn
 
     def _refuse_if_read_only(self) -> None:
@@ -252,8 +277,8 @@ class SqlAlchemyTraceStore:
         # Publish before releasing the store lock, so that the events of one
         # store reach subscribers in commit (position) order.
         with self._lock:
-            with self._writing() as (reader, next_commit):
-                outcome = append_in(reader, prepared, next_commit, expected_heads)
+            with self._appending() as reader:
+                outcome = append_in(reader, prepared, expected_heads)
             self._after_commit(outcome)
         return outcome.receipt
 
@@ -289,8 +314,8 @@ class SqlAlchemyTraceStore:
         """
         operation = publish_context(context)
         with self._lock:
-            with self._writing() as (reader, next_commit):
-                cut, outcome = publish_in(reader, operation, spec, next_commit)
+            with self._writing() as reader:
+                cut, outcome = publish_in(reader, operation, spec)
             self._after_commit(outcome)
         return cut
 

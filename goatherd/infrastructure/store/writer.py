@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from goatherd.domain.errors import TraceStoreError
 from goatherd.domain.records import WITNESS_OWNER
 from goatherd.infrastructure.store.codec import (
+    decode_record,
     encode_receipt,
     encode_refs,
     storage_json,
 )
-from goatherd.infrastructure.store.driver import Driver, Row
+from goatherd.infrastructure.store.driver import Driver, Row, placeholders
 from goatherd.infrastructure.store.plan import AppendPlan, StagedRecord, StagedWitness
 from goatherd.infrastructure.store.reader import RecordContent, StoreReader
 from goatherd.infrastructure.store.schema import (
@@ -49,11 +50,11 @@ def persist_plan(
     """
     sql = reader.driver
     sql.run(_INSERT_INTENT, (intent_id, digest, encode_receipt(plan.receipt)))
-    _insert_contexts(sql, intent_id, plan)
-    ids = [w.record_id for w in plan.witnesses] + [s.record_id for s in plan.staged]
-    existing = _existing(reader, ids)
+    _insert_contexts(reader, intent_id, plan)
+    witness_ids = [w.record_id for w in plan.witnesses]
+    existing = _existing(reader, witness_ids)
     new_witnesses = _persist_witnesses(reader, intent_id, plan, existing, witness_next)
-    _persist_records(sql, intent_id, plan.staged, existing)
+    _persist_records(reader, intent_id, plan.staged)
     next_ordinals = dict(plan.next_ordinals)
     if new_witnesses:
         next_ordinals[WITNESS_OWNER] = witness_next + len(new_witnesses)
@@ -65,26 +66,35 @@ def persist_plan(
 
 def _existing(reader: StoreReader, ids: list[str]) -> dict[str, RecordContent]:
     verified = reader.cache.witnesses
-    return reader.records(record_id for record_id in ids if record_id not in verified)
+    unverified = [record_id for record_id in ids if record_id not in verified]
+    return reader.records(unverified) if unverified else {}
 
 
-def _insert_contexts(sql: Driver, intent_id: str, plan: AppendPlan) -> None:
-    sql.run_many(
-        _INSERT_CONTEXT,
-        [
-            (
-                c.context_id,
-                encode_refs(c.active_binding_refs),
-                encode_refs(c.capability_witness_refs),
-                encode_refs(c.semantic_environment_refs),
-                encode_refs(c.visibility_policy_refs),
-                c.substrate_ref,
-                c.containment,
-                intent_id,
+def _insert_contexts(reader: StoreReader, intent_id: str, plan: AppendPlan) -> None:
+    # A new context's id hashes its (uncommitted) intent, so a stored row
+    # with that id is next to impossible; should one exist anyway, the insert
+    # keeps it and the exact comparison below decides, as planning would.
+    rows = [
+        (
+            c.context_id,
+            encode_refs(c.active_binding_refs),
+            encode_refs(c.capability_witness_refs),
+            encode_refs(c.semantic_environment_refs),
+            encode_refs(c.visibility_policy_refs),
+            c.substrate_ref,
+            c.containment,
+            intent_id,
+        )
+        for c in plan.new_contexts
+    ]
+    if reader.driver.run_many(_INSERT_CONTEXT, rows) == len(rows):
+        return
+    stored = reader.contexts(c.context_id for c in plan.new_contexts)
+    for context in plan.new_contexts:
+        if stored.get(context.context_id, context) != context:
+            raise TraceStoreError(
+                f"context id {context.context_id} already names a different context"
             )
-            for c in plan.new_contexts
-        ],
-    )
 
 
 def _persist_witnesses(
@@ -168,21 +178,40 @@ def _insert_witnesses(
 
 
 def _persist_records(
-    sql: Driver,
-    intent_id: str,
-    staged: tuple[StagedRecord, ...],
-    existing: dict[str, RecordContent],
+    reader: StoreReader, intent_id: str, staged: tuple[StagedRecord, ...]
 ) -> None:
     fresh: dict[str, StagedRecord] = {}
+    cached = reader.cache.records
     for record in staged:
-        stored = existing.get(record.record_id)
+        stored = cached.get(record.record_id)
         if stored is not None:
             _check_same_record(record, stored)
         elif record.record_id not in fresh:
             fresh[record.record_id] = record
-    sql.run_many(_INSERT_RECORD, [_record_row(r, intent_id) for r in fresh.values()])
+    sql = reader.driver
+    rows = [_record_row(r, intent_id) for r in fresh.values()]
+    if sql.run_many(_INSERT_NEW_RECORD, rows) != len(rows):
+        _drop_retained(reader, intent_id, fresh)
     sql.run_many(_INSERT_EDGE, list(_edge_rows(fresh.values())))
     sql.run_many(_INSERT_ENTRY, [_entry_row(r, intent_id) for r in staged])
+
+
+def _drop_retained(
+    reader: StoreReader, intent_id: str, fresh: dict[str, StagedRecord]
+) -> None:
+    """Compare and drop from ``fresh`` the records an earlier intent retained.
+
+    The insert skipped them (``ON CONFLICT DO NOTHING``); a row this append
+    inserted carries its intent, so any other intent marks a prior row.
+    """
+    ids = list(fresh)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        rows = reader.driver.rows(
+            _PRIOR_RECORDS_SQL + placeholders(len(chunk)), (intent_id, *chunk)
+        )
+        for row in rows:
+            _check_same_record(fresh.pop(row[0]), decode_record(*row))
 
 
 def _check_same_record(record: StagedRecord, stored: RecordContent) -> None:
@@ -243,12 +272,18 @@ _INSERT_CONTEXT = (
     "INSERT INTO contexts (context_id, active_binding_refs_json, "
     "capability_witness_refs_json, semantic_environment_refs_json, "
     "visibility_policy_refs_json, substrate_ref, containment, append_intent_id) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (context_id) DO NOTHING"
 )
 _INSERT_RECORD = (
     "INSERT INTO records (record_id, digest, schema_ref, mode, witness_ref, "
     "caused_by_json, body_json, append_intent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_NEW_RECORD = _INSERT_RECORD + " ON CONFLICT (record_id) DO NOTHING"
+_PRIOR_RECORDS_SQL = (
+    "SELECT record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
+    "body_json FROM records WHERE append_intent_id <> ? AND record_id IN "
+)
+_CHUNK = 900
 _INSERT_EDGE = (
     "INSERT INTO record_edges (child_record_id, parent_position, parent_record_id) "
     "VALUES (?, ?, ?)"
