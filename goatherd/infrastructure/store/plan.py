@@ -9,16 +9,23 @@ performs no I/O; the writer persists the resulting :class:`AppendPlan`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from json.encoder import encode_basestring
 
-from goatherd.domain.canonical import sha256_hex
+from goatherd.domain.canonical import (
+    CANONICAL_PREFIX,
+    canonical_json_text,
+    sha256_hex,
+)
 from goatherd.domain.contexts import OperationContext
 from goatherd.domain.errors import BatchShapeError, TraceStoreError, UnknownFactError
 from goatherd.domain.identity import (
     RECORD_MODES,
+    ROOT_WITNESS_SCHEMA_REF,
     WITNESS_SCHEMA_REF,
     record_digest,
     root_witness_body,
@@ -56,11 +63,19 @@ ROOT_WITNESS_BODY_JSON = storage_json({"payload": root_witness_body()})
 
 @dataclass(frozen=True, slots=True)
 class NormalizedDraft:
-    """A draft whose payload went through a storage-JSON round trip (quirk 18.1)."""
+    """A draft whose payload went through a storage-JSON round trip (quirk 18.1).
+
+    Attributes:
+        draft: the caller's draft.
+        payload: the payload parsed back from its storage JSON.
+        payload_json: the payload's storage-flavour JSON (stored, batch digest).
+        digest_json: the payload's digest-flavour JSON (the record id input).
+    """
 
     draft: RecordDraft
     payload: dict[str, object]
     payload_json: str
+    digest_json: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,9 +202,23 @@ def _validate_draft(draft: RecordDraft, local_ids: set[str]) -> NormalizedDraft:
         raise BatchShapeError(
             f"fact payload must be a JSON object, got {type(draft.payload).__name__}"
         )
-    payload_json = storage_json(dict(draft.payload), root="payload")
-    payload = json.loads(payload_json)
-    return NormalizedDraft(draft=draft, payload=payload, payload_json=payload_json)
+    # One strict encoding serves the stored JSON, the batch digest and the
+    # record id: both flavours differ only in how non-ASCII text is written,
+    # and a parsed-back payload encodes to the same text (floats and ints
+    # print as they parse, keys stay sorted), so the round trip of quirk
+    # 18.1 changes no byte of either.
+    value = dict(draft.payload)
+    digest_json = canonical_json_text(value, root="payload")
+    if digest_json.isascii():
+        payload_json = digest_json
+    else:
+        payload_json = storage_json(value, root="payload")
+    return NormalizedDraft(
+        draft=draft,
+        payload=json.loads(payload_json),
+        payload_json=payload_json,
+        digest_json=digest_json,
+    )
 
 
 def batch_digest(
@@ -197,26 +226,53 @@ def batch_digest(
     batch: AppendBatch,
     groups: tuple[tuple[NormalizedDraft, ...], ...],
 ) -> str:
-    """Return the batch digest idempotency compares (kernel-spec 5.2): bare hex."""
-    return sha256_hex(
-        storage_json(
-            {
-                "append_intent_id": batch.append_intent_id,
-                "atomicity": batch.atomicity,
-                "actor_ref": context.actor_ref,
-                "schema_version_set": context.schema_environment_ref,
-                "groups": [
-                    _group_digest_input(group, drafts)
-                    for group, drafts in zip(batch.groups, groups, strict=True)
-                ],
-            },
-            root="batch",
-        )
+    """Return the batch digest idempotency compares (kernel-spec 5.2): bare hex.
+
+    The batch is encoded once with every payload left out (``null``), and the
+    payloads' storage JSON, already computed, is spliced in at their keys.
+    """
+    drafts = [item for group in groups for item in group]
+    skeleton = storage_json(
+        _batch_digest_input(context, batch, groups, with_payloads=False),
+        root="batch",
     )
+    parts = skeleton.split(_PAYLOAD_SLOT)
+    if len(parts) != len(drafts) + 1:
+        # Another '"payload":null' in the batch's own fields: encode it whole.
+        whole = _batch_digest_input(context, batch, groups, with_payloads=True)
+        return sha256_hex(storage_json(whole, root="batch"))
+    pieces = [parts[0]]
+    for item, rest in zip(drafts, parts[1:], strict=True):
+        pieces.append('"payload":')
+        pieces.append(item.payload_json)
+        pieces.append(rest)
+    return sha256_hex("".join(pieces))
+
+
+_PAYLOAD_SLOT = '"payload":null'
+
+
+def _batch_digest_input(
+    context: OperationContext,
+    batch: AppendBatch,
+    groups: tuple[tuple[NormalizedDraft, ...], ...],
+    *,
+    with_payloads: bool,
+) -> dict[str, object]:
+    return {
+        "append_intent_id": batch.append_intent_id,
+        "atomicity": batch.atomicity,
+        "actor_ref": context.actor_ref,
+        "schema_version_set": context.schema_environment_ref,
+        "groups": [
+            _group_digest_input(group, drafts, with_payloads)
+            for group, drafts in zip(batch.groups, groups, strict=True)
+        ],
+    }
 
 
 def _group_digest_input(
-    group: AppendGroup, drafts: tuple[NormalizedDraft, ...]
+    group: AppendGroup, drafts: tuple[NormalizedDraft, ...], with_payloads: bool
 ) -> dict[str, object]:
     return {
         "trace_owner_id": group.trace_owner_id,
@@ -228,7 +284,7 @@ def _group_digest_input(
                 "kind_label": item.draft.kind_label,
                 "mode": item.draft.mode,
                 "schema_ref": item.draft.schema_ref,
-                "payload": item.payload,
+                "payload": item.payload if with_payloads else None,
                 "caused_by_fact_ids": list(item.draft.caused_by_fact_ids),
                 "caused_by_local_refs": list(item.draft.caused_by_local_refs),
             }
@@ -405,9 +461,7 @@ class _PlanBuilder:
         owner = group.trace_owner_id
         ordinal = self._next.get(owner, 0)
         position = self._stored.next_commit + len(self._staged)
-        record_id = record_digest(
-            draft.schema_ref, draft.mode, item.payload, parents, witness_id
-        )
+        record_id = _record_id(item, parents, witness_id)
         if draft.append_local_id is not None:
             self._local_ids[draft.append_local_id] = record_id
         self._staged.append(
@@ -474,6 +528,44 @@ class _PlanBuilder:
             next_ordinals={owner: self._next[owner] for owner in self._ranges},
             next_commit=next_commit,
         )
+
+
+def _record_id(item: NormalizedDraft, parents: tuple[str, ...], witness: str) -> str:
+    """Return ``record_digest`` of a staged draft, from its digest-flavour JSON.
+
+    The six-key canonical record input is written around the payload's
+    canonical text instead of encoding the payload a second time. Anything
+    unusual (a non-string field, text that is not valid UTF-8, the root
+    witness schema) takes ``record_digest`` itself, with its exact errors.
+    """
+    draft = item.draft
+    schema_ref, mode = draft.schema_ref, draft.mode
+    if (
+        type(schema_ref) is not str
+        or schema_ref == ROOT_WITNESS_SCHEMA_REF
+        or not all(type(parent) is str for parent in parents)
+    ):
+        return record_digest(schema_ref, mode, item.payload, parents, witness)
+    text = "".join(
+        (
+            '{"body":',
+            item.digest_json,
+            ',"caused_by":[',
+            ",".join(map(encode_basestring, parents)),
+            '],"kind":"record","mode":',
+            encode_basestring(mode),
+            ',"schema_ref":',
+            encode_basestring(schema_ref),
+            ',"witness":',
+            encode_basestring(witness),
+            "}",
+        )
+    )
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return record_digest(schema_ref, mode, item.payload, parents, witness)
+    return "sha256:" + hashlib.sha256(CANONICAL_PREFIX + data).hexdigest()
 
 
 def _root_witness() -> StagedWitness:

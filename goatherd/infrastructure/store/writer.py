@@ -237,7 +237,7 @@ def _record_row(record: StagedRecord, intent_id: str) -> Row:
         record.schema_ref,
         record.mode,
         record.witness_ref,
-        storage_json(list(record.parents)),
+        storage_json(list(record.parents)) if record.parents else "[]",
         record.body_json,
         intent_id,
     )
