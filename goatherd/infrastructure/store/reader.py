@@ -16,7 +16,12 @@ from typing import NamedTuple, TypeVar
 from sqlalchemy import Connection
 
 from goatherd.domain.errors import UnknownFactError
-from goatherd.domain.records import RecordBody, RecordEnvelope, RetainedContext
+from goatherd.domain.records import (
+    RecordBody,
+    RecordEnvelope,
+    RetainedContext,
+    VisibleRecord,
+)
 from goatherd.infrastructure.store.codec import decode_context, decode_record
 from goatherd.infrastructure.store.driver import Driver, Row, placeholders
 
@@ -25,6 +30,8 @@ __all__ = ["ContentCache", "EntryRow", "RecordContent", "StoreReader"]
 RecordContent = tuple[RecordEnvelope, RecordBody]
 _CHUNK = 900
 _T = TypeVar("_T")
+_K = TypeVar("_K")
+ViewKey = tuple["EntryRow", str]
 
 
 class EntryRow(NamedTuple):
@@ -37,14 +44,14 @@ class EntryRow(NamedTuple):
     kind_label: str
 
 
-class _Bounded(dict[str, _T]):
+class _Bounded(dict[_K, _T]):
     """A dict that forgets its oldest half when it outgrows ``limit``."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
 
-    def put(self, key: str, value: _T) -> None:
+    def put(self, key: _K, value: _T) -> None:
         self[key] = value
         if len(self) > self.limit:
             for stale in list(self)[: self.limit // 2]:
@@ -61,10 +68,18 @@ class ContentCache:
     """
 
     def __init__(self, limit: int = 200_000) -> None:
-        self.records: _Bounded[RecordContent] = _Bounded(limit)
-        self.contexts: _Bounded[RetainedContext] = _Bounded(limit // 4)
+        self.records: _Bounded[str, RecordContent] = _Bounded(limit)
+        self.contexts: _Bounded[str, RetainedContext] = _Bounded(limit // 4)
         self.witnesses: set[str] = set()
+        # Visible records by (path entry row, visibility profile): an entry
+        # row, like its record, never changes once committed.
+        self.views: _Bounded[ViewKey, VisibleRecord] = _Bounded(limit)
         self.lock = threading.Lock()
+
+    def add_views(self, items: Iterable[tuple[ViewKey, VisibleRecord]]) -> None:
+        with self.lock:
+            for key, view in items:
+                self.views.put(key, view)
 
     def add_records(self, items: Iterable[tuple[str, RecordContent]]) -> None:
         with self.lock:

@@ -75,6 +75,7 @@ def assemble_slice(
     builder = _SliceBuilder(reader, profile)
     for entry in selected:
         builder.add(entry, contents[entry.record_id], selected_ids, anchors)
+    reader.cache.add_views(builder.fresh_views)
     builder.resolve_anchors()
     builder.add_witness_support([contents[entry.record_id] for entry in selected])
     return builder.build(frontier, mode_filter)
@@ -96,6 +97,8 @@ class _SliceBuilder:
         self.profile = VisibilityProfile(profile).value
         self.shape_only = profile == VisibilityProfile.SHAPE_ONLY
         self.facts: dict[str, VisibleRecord] = {}
+        self.views = reader.cache.views
+        self.fresh_views: list[tuple[tuple[EntryRow, str], VisibleRecord]] = []
         self.paths: dict[str, list[str]] = {}
         self.edges: list[tuple[str, str]] = []
         self.anchor_refs: dict[str, None] = {}
@@ -112,7 +115,14 @@ class _SliceBuilder:
         anchors: bool,
     ) -> None:
         record_id = entry.record_id
-        self.facts[record_id] = visible_record(content, entry, self.profile)
+        # A path entry never changes once committed, and neither does its
+        # record: the visible record of an identical entry row is reused.
+        key = (entry, self.profile)
+        seen = self.views.get(key)
+        if seen is None or seen.envelope is not content[0]:
+            seen = visible_record(content, entry, self.profile)
+            self.fresh_views.append((key, seen))
+        self.facts[record_id] = seen
         self.paths.setdefault(entry.path_ref, []).append(record_id)
         for parent in content[0].caused_by_record_ids:
             if parent in selected_ids:
@@ -135,6 +145,7 @@ class _SliceBuilder:
     def add_witness_support(self, selected: list[RecordContent]) -> None:
         support: dict[str, RecordContent] = {}
         validated: set[str] = set()
+        refs: dict[str, None] = {}
         for envelope, _ in selected:
             if not envelope.witness_ref:
                 if envelope.schema_ref != ROOT_WITNESS_SCHEMA_REF:
@@ -142,7 +153,9 @@ class _SliceBuilder:
                         f"non-root record has empty witness_ref: {envelope.record_id}"
                     )
                 continue
-            self._walk_chain(envelope.witness_ref, support, validated)
+            refs[envelope.witness_ref] = None
+        for ref in refs:
+            self._walk_chain(ref, support, validated)
         if self.shape_only:
             self.witness_anchors = [_witness_anchor(c) for c in support.values()]
             return

@@ -13,12 +13,18 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import update
 
-from goatherd import TRUSTED_APPEND_CONTEXT, TraceStoreError
+from goatherd import (
+    TRUSTED_APPEND_CONTEXT,
+    TRUSTED_READ_CONTEXT,
+    ReadContext,
+    RecordShape,
+    TraceStoreError,
+)
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 from goatherd.infrastructure.store.authority import append_context
 from goatherd.infrastructure.store.plan import context_requests
 from goatherd.infrastructure.store.schema import contexts, records
-from tests.infrastructure.store.helpers import batch, draft, dump
+from tests.infrastructure.store.helpers import EVERYTHING, batch, draft, dump
 
 
 @pytest.fixture
@@ -93,3 +99,26 @@ def test_a_stored_context_with_the_new_id_is_compared_exactly(
     with pytest.raises(TraceStoreError, match="already names a different context"):
         second.append(TRUSTED_APPEND_CONTEXT, clash)
     assert dump(second) == before
+
+
+def test_warm_reads_equal_a_cold_store_s_reads_under_each_profile(
+    two_stores: tuple[SqlAlchemyTraceStore, SqlAlchemyTraceStore],
+) -> None:
+    first, second = two_stores
+    shapes = ReadContext(actor_ref="viewer", visibility_profile="shape_only")
+    root = first.append(TRUSTED_APPEND_CONTEXT, batch("i-1", "agent:a", draft(1)))
+    first.append(
+        TRUSTED_APPEND_CONTEXT,
+        batch("i-2", "agent:a", draft(2, parents=root.fact_ids)),
+    )
+    for context in (TRUSTED_READ_CONTEXT, shapes, TRUSTED_READ_CONTEXT):
+        warm = first.read_owner_prefix(context, "agent:a", EVERYTHING)
+        cold = second.read_owner_prefix(context, "agent:a", EVERYTHING)
+        assert warm == cold
+        assert warm.visibility_profile == context.visibility_profile
+    assert isinstance(
+        first.read_owner_prefix(shapes, "agent:a", EVERYTHING).facts_by_id[
+            root.fact_ids[0]
+        ],
+        RecordShape,
+    )
