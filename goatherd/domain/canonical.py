@@ -205,10 +205,14 @@ def _check_keys(value: object) -> None:
         if isinstance(value, dict | list | tuple):
             _check_subclass(value)
         return
+    # Scalars are most items: test for them first, with one type() call.
     for item in value:
-        if type(item) in _CONTAINERS:
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        if kind in _CONTAINERS:
             _check_keys(item)
-        elif type(item) not in _SCALARS:
+        else:
             _check_subclass(item)
 
 
