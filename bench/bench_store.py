@@ -47,10 +47,14 @@ Opener = Callable[[], AbstractContextManager[TraceStore]]
 
 
 class Timing(NamedTuple):
-    """Wall-clock and process-CPU seconds of one measured run."""
+    """Wall-clock and process-CPU seconds of one measured run (or a median).
+
+    ``spread`` holds the best and worst wall time of repeated reads.
+    """
 
     wall: float
     cpu: float
+    spread: tuple[float, float] | None = None
 
 
 class Stopwatch:
@@ -73,12 +77,15 @@ class Row:
     target: str
 
     def line(self) -> str:
-        wall, cpu = self.timing
+        wall, cpu, spread = self.timing
         rate = self.records / wall if wall else float("inf")
+        extra = ""
+        if spread is not None:
+            extra = f" [best {spread[0] * 1e3:.1f}, worst {spread[1] * 1e3:.1f} ms]"
         return (
             f"{self.scenario:<42} {self.backend:<13} {self.records:>6} rec "
             f"{wall * 1e3:>8.1f} ms {rate:>9,.0f} rec/s (cpu {cpu * 1e3:>7.1f} ms)"
-            f"   {self.target}"
+            f"   {self.target}{extra}"
         )
 
 
@@ -206,9 +213,11 @@ def median_read(read: Callable[[], object]) -> Timing:
         watch = Stopwatch()
         read()
         samples.append(watch.stop())
+    walls = [t.wall for t in samples]
     return Timing(
-        statistics.median(t.wall for t in samples),
+        statistics.median(walls),
         statistics.median(t.cpu for t in samples),
+        (min(walls), max(walls)),
     )
 
 
@@ -346,6 +355,7 @@ def scenarios(open_store: Opener, backend: str) -> Iterator[Row]:
 
 
 def run() -> None:
+    print(f"load average at start: {os.getloadavg()}", flush=True)
     print(sqlite_settings(), flush=True)
     for durability in ("normal", "full"):
         backend = f"sqlite/{durability}"
@@ -359,3 +369,4 @@ def run() -> None:
         return
     for row in scenarios(partial(postgres_store, url), "postgresql"):
         print(row.line(), flush=True)
+    print(f"load average at end: {os.getloadavg()}", flush=True)

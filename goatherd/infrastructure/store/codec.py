@@ -137,6 +137,8 @@ def decode_receipt(text: str) -> AppendReceipt:
 
 def encode_refs(refs: Sequence[str]) -> str:
     """Return the stored form of a context ref array."""
+    if not refs:
+        return "[]"
     return storage_json(list(refs), root="refs")
 
 
