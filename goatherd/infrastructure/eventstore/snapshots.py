@@ -74,7 +74,12 @@ class SnapshotTable:
         self._store = store
         self._writable = not store.read_only
         if self._writable:
-            _METADATA.create_all(store.engine, checkfirst=True)
+            # Inside the store's write transaction (BEGIN IMMEDIATE on SQLite, the
+            # meta row lock on PostgreSQL): a deferred transaction that reads the
+            # schema and then creates the table fails at once with "database is
+            # locked" when another process is writing, instead of waiting.
+            with store.transaction() as conn:
+                _METADATA.create_all(conn, checkfirst=True)
 
     @property
     def writable(self) -> bool:
