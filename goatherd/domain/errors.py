@@ -21,6 +21,8 @@ Hierarchy::
           CheckpointBlobTooLargeError  a checkpoint snapshot over the store's limit
           ReadOnlyStoreError         a write on a read-only store
           NotATraceStoreError        a missing, empty, corrupt or foreign database
+      StoreUnavailableError          an outage: locked, full, read-only file, lost link
+                                     (a ``RuntimeError``; raises through Results)
 
 The store's errors live here, in the domain, so that every layer can catch them
 without importing the infrastructure. Their messages are the reference's
@@ -46,6 +48,7 @@ __all__ = [
     "ReadOnlyStoreError",
     "ReadRequestError",
     "RecordInputError",
+    "StoreUnavailableError",
     "TraceStoreError",
     "UnknownFact",
     "UnknownFactError",
@@ -184,6 +187,20 @@ class ReadOnlyStoreError(TraceStoreError):
 
 class NotATraceStoreError(TraceStoreError):
     """Raised when a database is missing, empty, corrupt or not a trace store."""
+
+
+class StoreUnavailableError(GoatherdError, RuntimeError):
+    """Raised when the database could not do its part: an outage, not a rule.
+
+    Deliberately not a :class:`TraceStoreError` (nor a :class:`DomainError`):
+    application commands turn broken rules into failure values, but an outage
+    raises through them (style guide section 5).
+
+    Examples: SQLite locked by another writer beyond the busy timeout, a full
+    disk, a read-only file, a lost PostgreSQL connection. Nothing was written
+    by the failed call; retrying the same intent later is safe. The message
+    carries the database's own reason.
+    """
 
 
 UnknownFact = UnknownFactError

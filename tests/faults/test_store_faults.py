@@ -35,6 +35,7 @@ from goatherd.domain import (
     AppendReceipt,
     NotATraceStoreError,
     RecordDraft,
+    StoreUnavailableError,
 )
 from goatherd.infrastructure.eventstore import TraceEventStore
 from goatherd.infrastructure.integrity import verify_trace
@@ -52,9 +53,10 @@ from tests.fuzz.tables import table_rows
 
 pytestmark = pytest.mark.integration
 
-# SQLAlchemy wraps a statement's driver error; the BEGIN IMMEDIATE the store
-# issues from its "begin" hook surfaces as the driver's own error.
-LOCKED = (OperationalError, sqlite3.OperationalError)
+# The store translates every driver outage (a lock held beyond the busy
+# timeout, a full disk, a lost connection) into its own error; the driver's
+# message stays in the text and the driver error in __cause__.
+LOCKED = StoreUnavailableError
 
 
 def batch(intent: str, size: int = 1, owner: str = "agent:a") -> AppendBatch:
@@ -243,7 +245,7 @@ def test_a_read_only_database_file_refuses_writes_clearly_and_the_retry_commits_
         return report
 
     report = as_nobody(write_then_read)
-    assert report["error"] in ("OperationalError", "NotATraceStoreError"), report
+    assert report["error"] in ("StoreUnavailableError", "NotATraceStoreError"), report
     assert "readonly database" in report["message"] or "read-only" in report["message"]
     assert report["records"] == "3"  # root witness, witness, the record
     assert path.read_bytes() == before
@@ -316,7 +318,8 @@ def test_a_postgres_backend_killed_mid_append_fails_clearly_then_retries_once(
             thread.join(30)
             holder.rollback()
         assert len(errors) == 1
-        assert isinstance(errors[0], OperationalError)
+        assert isinstance(errors[0], StoreUnavailableError)
+        assert isinstance(errors[0].__cause__, OperationalError)
         assert re.search("connection is lost|terminat|closed", str(errors[0]))
         assert table_rows(store.engine) == before
         assert store.read_append_intent("killed") is None

@@ -32,6 +32,7 @@ from goatherd.domain import (
     TraceAggregate,
     TraceEvent,
 )
+from goatherd.domain.errors import StoreUnavailableError
 from goatherd.infrastructure.eventstore.mapping import event_from_entry, event_to_draft
 from goatherd.infrastructure.eventstore.snapshots import (
     SNAPSHOT_FORMAT,
@@ -213,7 +214,7 @@ class TraceEventStore:
                     agg.snapshot_state(),
                 )
             )
-        except SQLAlchemyError:
+        except (SQLAlchemyError, StoreUnavailableError):
             return  # a cache write never fails a load or a save
 
     def _remember(self, key: _Key, agg: TraceAggregate) -> None:

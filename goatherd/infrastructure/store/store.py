@@ -68,6 +68,7 @@ from goatherd.infrastructure.store.engine import (
     ensure_schema,
     sqlite_engine,
 )
+from goatherd.infrastructure.store.outages import outages
 from goatherd.infrastructure.store.plan import (
     StoredState,
     context_requests,
@@ -179,16 +180,16 @@ class SqlAlchemyTraceStore:
     @contextmanager
     def _reading(self) -> Iterator[StoreReader]:
         if self._serialize_reads:
-            with self._lock, self._engine.begin() as conn:
+            with outages(), self._lock, self._engine.begin() as conn:
                 yield StoreReader(conn, self._cache)
         else:
-            with self._engine.begin() as conn:
+            with outages(), self._engine.begin() as conn:
                 yield StoreReader(conn, self._cache)
 
     @contextmanager
     def _writing(self) -> Iterator[StoreReader]:
         self._refuse_if_read_only()
-        with self._lock, self._write_transaction() as conn:
+        with outages(), self._lock, self._write_transaction() as conn:
             reader = StoreReader(conn, self._cache)
             if self._postgres:
                 # The meta row is the serialization point on PostgreSQL;
@@ -222,18 +223,19 @@ class SqlAlchemyTraceStore:
                 yield reader
             return
         self._refuse_if_read_only()
-        if self._writer is None or self._writer.invalidated:
-            self._writer = self._write_engine.connect()
-        raw = self._writer.connection.driver_connection
-        assert raw is not None
-        raw.execute("BEGIN IMMEDIATE")
-        try:
-            yield StoreReader(self._writer, self._cache)
-            raw.execute("COMMIT")
-        except BaseException:
-            if raw.in_transaction:
-                raw.execute("ROLLBACK")
-            raise
+        with outages():
+            if self._writer is None or self._writer.invalidated:
+                self._writer = self._write_engine.connect()
+            raw = self._writer.connection.driver_connection
+            assert raw is not None
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                yield StoreReader(self._writer, self._cache)
+                raw.execute("COMMIT")
+            except BaseException:
+                if raw.in_transaction:
+                    raw.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
