@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from goatherd.cli.common import Subparsers, add_json_flag, open_read_only, open_writable
-from goatherd.cli.output import emit_json
+from goatherd.cli.output import ProgressBar, emit_json
 from goatherd.infrastructure.projection_runner import (
     ProjectionRunner,
     builtin_projections,
@@ -99,15 +99,20 @@ def cmd_projections_list(args: argparse.Namespace) -> int:
 
 def cmd_projections_catch_up(args: argparse.Namespace) -> int:
     """Fold every record the read models have not seen yet."""
+    bar = ProgressBar()
     with open_writable(args.db) as store:
-        folded = ProjectionRunner(store, builtin_projections()).catch_up()
+        runner = ProjectionRunner(store, builtin_projections())
+        folded = runner.catch_up(progress=bar)
+    bar.finish()
     print(f"folded {folded} records")
     return 0
 
 
 def cmd_projections_rebuild(args: argparse.Namespace) -> int:
     """Drop one read model and replay the whole log into it."""
+    bar = ProgressBar()
     with open_writable(args.db) as store:
-        folded = rebuild_projection(store, args.name)
+        folded = rebuild_projection(store, args.name, progress=bar)
+    bar.finish()
     print(f"rebuilt {args.name}: folded {folded} records")
     return 0

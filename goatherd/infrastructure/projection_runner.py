@@ -130,6 +130,8 @@ class _PositionMovedError(Exception):
 
 
 _Tx = Callable[[], AbstractContextManager[Connection]]
+Progress = Callable[[str, int, int], None]
+"""``progress(projection_name, folded_through, log_length)`` after each batch."""
 
 
 def _transactions(store: object, engine: Engine | None) -> tuple[_Tx, _Tx]:
@@ -309,8 +311,11 @@ class ProjectionRunner:
         self._positions[projection.name] = new
         return new - old
 
-    def _catch_up_one(self, projection: AnyProjection) -> int:
+    def _catch_up_one(
+        self, projection: AnyProjection, progress: Progress | None = None
+    ) -> int:
         self._prepare(projection)
+        total = self._store.max_position() + 1 if progress is not None else 0
         advanced = 0
         while True:
             try:
@@ -321,25 +326,31 @@ class ProjectionRunner:
             if step == 0:
                 return advanced
             advanced += step
+            if progress is not None:
+                done = self._positions[projection.name] + 1
+                progress(projection.name, done, max(total, done))
 
-    def catch_up(self, name: str | None = None) -> int:
+    def catch_up(
+        self, name: str | None = None, *, progress: Progress | None = None
+    ) -> int:
         """Fold every committed entry not yet applied; return positions advanced.
 
         Idempotent: a current projection advances 0. ``name`` limits it to one
-        projection (:class:`UnknownProjectionError` if unknown).
+        projection (:class:`UnknownProjectionError` if unknown). ``progress``
+        is called ``(name, position + 1, head + 1)`` after each batch.
         """
         targets = [self._get(name)] if name else list(self._projections.values())
         with self._lock:
-            return sum(self._catch_up_one(p) for p in targets)
+            return sum(self._catch_up_one(p, progress) for p in targets)
 
-    def rebuild(self, name: str) -> int:
+    def rebuild(self, name: str, *, progress: Progress | None = None) -> int:
         """Drop ``name``'s view, reset its position and replay the whole log."""
         projection = self._get(name)
         with self._lock:
             self._prepare(projection)
             with self._write() as conn:
                 self._reset(conn, projection)
-            return self._catch_up_one(projection)
+            return self._catch_up_one(projection, progress)
 
     # ---------------------------------------------------------- background
 
@@ -429,6 +440,9 @@ def list_projections(store: LogSource) -> tuple[ProjectionStatus, ...]:
     return ProjectionRunner(store, builtin_projections()).status()
 
 
-def rebuild_projection(store: LogSource, name: str) -> int:
+def rebuild_projection(
+    store: LogSource, name: str, *, progress: Progress | None = None
+) -> int:
     """Rebuild one built-in projection in ``store``'s database (CLI)."""
-    return ProjectionRunner(store, builtin_projections()).rebuild(name)
+    runner = ProjectionRunner(store, builtin_projections())
+    return runner.rebuild(name, progress=progress)
