@@ -63,6 +63,8 @@ def tool(name: str) -> str:
 def cmd_demo(args: list[str]) -> None:
     ensure_env("")
     run([tool("goatherd"), "demo", *args])
+    rel = os.path.relpath(tool("goatherd"))
+    print(f"tasks: the goatherd command lives in the project's environment: {rel}")
 
 
 def cmd_check() -> None:
