@@ -49,16 +49,30 @@ BUSY_TIMEOUT_MS: Final = 30_000
 _SCHEMA_LOCK_KEY: Final = 0x60A7_4E4D
 
 
-def sqlite_engine(path: str, durability: str) -> Engine:
+def sqlite_engine(
+    path: str, durability: str, busy_timeout_ms: int | None = None
+) -> Engine:
     """Return an engine over a SQLite file (or ``:memory:``) for reading and writing.
 
+    ``busy_timeout_ms`` is how long a writer waits for another process's write
+    lock before failing (default :data:`BUSY_TIMEOUT_MS`).
+
     Raises:
-        ValueError: an unknown durability level.
+        ValueError: an unknown durability level or a negative busy timeout.
         NotATraceStoreError: the file exists but is not a trace store.
     """
     if durability not in DURABILITY_LEVELS:
         raise ValueError(
             f"unknown durability {durability!r}: expected 'normal' or 'full'"
+        )
+    timeout_ms = BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
+    if (
+        not isinstance(timeout_ms, int)
+        or isinstance(timeout_ms, bool)
+        or timeout_ms < 0
+    ):
+        raise ValueError(
+            f"busy_timeout_ms must be a non-negative integer, got {busy_timeout_ms!r}"
         )
     if path == ":memory:":
         engine = create_engine(
@@ -72,13 +86,13 @@ def sqlite_engine(path: str, durability: str) -> Engine:
     _classify_sqlite_file(path)
     engine = create_engine(
         "sqlite:///" + path,
-        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        connect_args={"check_same_thread": False, "timeout": timeout_ms / 1000},
         pool_size=8,
         max_overflow=16,
     )
     pragmas = (
         "PRAGMA foreign_keys=ON",
-        f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
+        f"PRAGMA busy_timeout={timeout_ms}",
         "PRAGMA journal_mode=WAL",
         f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}",
     )

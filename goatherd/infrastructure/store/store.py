@@ -692,7 +692,9 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
 
     Creates the schema if absent. Files run in WAL mode with
     ``synchronous=NORMAL`` (``durability="normal"``, survives a process crash)
-    or ``FULL`` (``durability="full"``, survives power loss).
+    or ``FULL`` (``durability="full"``, survives power loss). A writer waits
+    ``busy_timeout_ms`` (default 30 s) for another process's write lock, then
+    raises ``StoreUnavailableError`` having written nothing.
 
     Raises:
         NotATraceStoreError: the file is not a SQLite database, or holds
@@ -700,10 +702,14 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] = ":memory:", *, durability: str = "normal"
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        durability: str = "normal",
+        busy_timeout_ms: int | None = None,
     ) -> None:
         location = os.fspath(path)
-        engine = sqlite_engine(location, durability)
+        engine = sqlite_engine(location, durability, busy_timeout_ms)
         try:
             ensure_schema(engine)
         except BaseException:
