@@ -47,6 +47,7 @@ from goatherd.domain import (
     RootScopeError,
     ScopeAggregate,
     ScopeNotFoundError,
+    ScopeStateError,
     SettleEffectLandedError,
     SettlementAction,
     TraceAggregate,
@@ -239,7 +240,16 @@ class ScopeManager(MergeGateCommands, CheckpointCommands):
                 raise ScopeNotFoundError(
                     f"{scope_id_for(owner)} for output {output_id}"
                 )
-            landed = self._claim_and_land(out, verb, intent)
+            try:
+                landed = self._claim_and_land(out, verb, intent)
+            except ScopeStateError:
+                # A racing settler (another process) may have consumed the
+                # output since our cached fold: report that, not its effect
+                # on the scopes (the child it merged is no longer active).
+                self._events.load(RetainedOutputAggregate, output_id).check_claimable(
+                    intent
+                )
+                raise
             try:
                 self._decide_and_save(
                     lambda: self._settle_decision(output_id, verb, intent), intent

@@ -123,3 +123,19 @@ def test_two_processes_of_four_threads_and_eight_local_threads_settle_once(tmp_p
         assert schema_entries(store, out_id, SCHEMA_RUN_OUTPUT_CLAIMED) == 1
         assert schema_entries(store, out_id, SCHEMA_RUN_OUTPUT_SETTLED) == 1
     assert (repo / "answer.txt").read_bytes() == b"42\n"
+
+
+def test_a_settler_with_a_stale_fold_learns_the_output_was_consumed(tmp_path):
+    # Two processes' views: each recovered the sealed output before either
+    # settled. The loser's cached fold still says "unconsumed"; it must be told
+    # the output was consumed, not that the (now merged) child is inactive.
+    db, repo, out_id = sealed_output(tmp_path)
+    with SQLiteTraceStore(db) as one, SQLiteTraceStore(db) as two:
+        winner = recover(one, str(repo), "agent:main")
+        loser = recover(two, str(repo), "agent:main")
+        assert loser.output(out_id).state is OutputState.UNCONSUMED  # type: ignore[union-attr]
+        assert winner.settle(out_id, "selected", seq=1) == Success(None)
+        late = loser.settle(out_id, "selected", seq=2)
+        assert isinstance(late, Failure)
+        assert isinstance(late.failure(), OutputConsumedError), late.failure()
+    assert (repo / "answer.txt").read_bytes() == b"42\n"
