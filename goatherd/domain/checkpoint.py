@@ -21,7 +21,11 @@ from goatherd.domain.runtime_errors import (
     CheckpointNotRestorableError,
     CheckpointScopeMismatchError,
 )
-from goatherd.domain.scope import ScopeAggregate, scope_id_for
+from goatherd.domain.scope import (
+    ScopeAggregate,
+    owner_in_sequenced_id,
+    scope_id_for,
+)
 from goatherd.domain.trace_aggregate import (
     TraceAggregate,
     TraceEvent,
@@ -62,9 +66,7 @@ def checkpoint_id_for(owner: str, seq: int) -> str:
 
 def owner_of_checkpoint(checkpoint_id: str) -> str:
     """Return the scope owner named by a checkpoint id (``""`` if malformed)."""
-    if not checkpoint_id.startswith("cp:") or checkpoint_id.count(":") < 2:
-        return ""
-    return checkpoint_id[3:].rsplit(":", 1)[0]
+    return owner_in_sequenced_id(checkpoint_id, "cp:")
 
 
 @register_trace_event

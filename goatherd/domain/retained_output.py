@@ -19,7 +19,11 @@ from goatherd.domain.runtime_errors import (
     OutputClaimedError,
     OutputConsumedError,
 )
-from goatherd.domain.scope import ScopeAggregate, scope_id_for
+from goatherd.domain.scope import (
+    ScopeAggregate,
+    owner_in_sequenced_id,
+    scope_id_for,
+)
 from goatherd.domain.settlement import (
     OutputState,
     SettlementAction,
@@ -56,9 +60,7 @@ def output_id_for(owner: str, seq: int) -> str:
 
 def owner_of_output(output_id: str) -> str:
     """Return the sealing scope's owner named by an output id (``""`` if malformed)."""
-    if not output_id.startswith("out:") or output_id.count(":") < 2:
-        return ""
-    return output_id[4:].rsplit(":", 1)[0]
+    return owner_in_sequenced_id(output_id, "out:")
 
 
 @register_trace_event

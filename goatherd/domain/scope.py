@@ -53,6 +53,7 @@ __all__ = [
     "SupervisorDecided",
     "WorkspaceApplied",
     "WorkspaceCaptured",
+    "owner_in_sequenced_id",
     "owner_of_scope",
     "scope_id_for",
 ]
@@ -79,6 +80,16 @@ class ScopeState(StrEnum):
 def scope_id_for(owner: str) -> str:
     """Return the scope id of an owner path (``scope:<owner>``)."""
     return "scope:" + owner
+
+
+def owner_in_sequenced_id(identifier: str, prefix: str) -> str:
+    """Return ``<owner>`` of an id ``<prefix><owner>:<seq>`` (``""`` if malformed).
+
+    Checkpoint (``cp:``) and output (``out:``) ids name their scope's owner this way.
+    """
+    if not identifier.startswith(prefix) or ":" not in identifier[len(prefix) :]:
+        return ""
+    return identifier[len(prefix) :].rsplit(":", 1)[0]
 
 
 def owner_of_scope(scope_id: str) -> str:
