@@ -70,7 +70,10 @@ def sealed_output(tmp: Path) -> tuple[Path, Path, str]:
 
 @contextmanager
 def fresh_postgres_database() -> Iterator[str]:
-    """Yield the URL of a new database on GOATHERD_TEST_DB_URL's server (skip if none)."""
+    """Yield the URL of a new database on GOATHERD_TEST_DB_URL's server.
+
+    Skips the test when no server is named.
+    """
     base = os.environ.get("GOATHERD_TEST_DB_URL")
     if not base:
         pytest.skip("GOATHERD_TEST_DB_URL is not set (no PostgreSQL server)")

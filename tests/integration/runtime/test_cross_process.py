@@ -8,6 +8,7 @@ and no workspace effect, and the workspace equal to what the trace records.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -140,6 +141,12 @@ def siblings(
     return repo, outs
 
 
+def state_of(mgr, output_id: str) -> OutputState:
+    output = mgr.output(output_id)
+    assert output is not None
+    return output.state
+
+
 def files(repo: Path) -> dict[str, bytes]:
     return {
         p.relative_to(repo).as_posix(): p.read_bytes()
@@ -256,10 +263,8 @@ def test_sibling_outputs_applied_by_several_processes_land_one_at_a_time(
     with open_store(trace) as store:
         mgr = scope_manager_for(store, resolver=resolver(str(repo)))
         landed = [
-            i
-            for i, out in enumerate(outs)
-            if mgr.output(out).state is OutputState.APPLIED
-        ]  # type: ignore[union-attr]
+            i for i, out in enumerate(outs) if state_of(mgr, out) is OutputState.APPLIED
+        ]
         assert len(landed) == counts["Success"]
         expected = {"base.txt": b"base\n"} | {
             f"answer-{i}.txt": f"{i}\n".encode() for i in landed
@@ -273,7 +278,7 @@ def test_sibling_outputs_applied_by_several_processes_land_one_at_a_time(
             if entry.record.envelope.schema_ref == OutputSettled.SCHEMA
         ]
         assert len(settled) == len(landed)
-        for before, after in zip(settled, settled[1:], strict=False):
+        for before, after in itertools.pairwise(settled):
             assert after["base_digest"] == before["result_digest"]
         root = mgr.context.model.scope("agent:main")
         assert (
