@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from goatherd.application import ScopeManager
 from goatherd.domain import (
     CheckpointClaimed,
     CheckpointRestored,
@@ -141,7 +142,7 @@ def siblings(
     return repo, outs
 
 
-def state_of(mgr, output_id: str) -> OutputState:
+def state_of(mgr: ScopeManager, output_id: str) -> OutputState:
     output = mgr.output(output_id)
     assert output is not None
     return output.state
