@@ -104,7 +104,7 @@ class TestEveryProcessSeesTheSame:
     def test_a_second_manager_answers_every_query_like_the_first(self, path):
         with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
             first = scope_manager_for(one)
-            main, _, out = sealed(first)
+            _, _, out = sealed(first)
             cp = first.create_checkpoint("scope:root", b"snap").unwrap()
             second = scope_manager_for(two)
             assert [s.id for s in second.all_scopes()] == ["scope:root", "scope:try"]
