@@ -251,7 +251,7 @@ def seed_layout() -> dict[str, Any]:
 
 
 def v1_payloads() -> dict[str, Any]:
-    """Retired refs: the shepherd.* prefix, git-specific v1 checkpoint and tree records."""
+    """Retired refs: shepherd.* names, git-specific v1 checkpoint and tree records."""
     return {
         "description": (
             "Records under retired refs: shepherd.* names of runtime records,"
@@ -490,10 +490,7 @@ def main(argv: list[str]) -> None:
         target = HERE / f"{name}.json"
         if target.exists():
             raise SystemExit(f"{target} exists: fixtures never change; add a new one")
-        if name in BUILDERS:
-            data = BUILDERS[name]()
-        else:
-            data = _recorded(name)
+        data = BUILDERS[name]() if name in BUILDERS else _recorded(name)
         target.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         print(f"wrote {target}")
 

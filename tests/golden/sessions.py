@@ -29,10 +29,13 @@ def _manager(store: SQLiteTraceStore) -> Any:
     try:
         from goatherd.infrastructure.bootstrap import scope_manager_for
     except ImportError:  # goatherd 0.1: a manager over per-path event streams
+        # The names of that version, which this version no longer has.
         from goatherd.application import ScopeManager
-        from goatherd.infrastructure.eventstore import TraceEventStore
+        from goatherd.infrastructure.eventstore import (  # type: ignore[attr-defined]
+            TraceEventStore,
+        )
 
-        return ScopeManager(TraceEventStore(store), sequence=sequence)
+        return ScopeManager(TraceEventStore(store), sequence=sequence)  # type: ignore[call-arg]
     return scope_manager_for(store, sequence=sequence)
 
 
@@ -139,25 +142,27 @@ def expected(mgr: Any, made: dict[str, Any], legacy: bool) -> dict[str, Any]:
 
 
 def main(name: str) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        with SQLiteTraceStore(Path(tmp) / "t.db") as store:
-            mgr = _manager(store)
-            made = session(mgr)
-            legacy = name == "goatherd_0_1"
-            batches, _ = export(store)
-            fixture = {
-                "description": (
-                    "A session recorded by goatherd 0.1 (the code of a1ccf92): roots"
-                    " leave no record, claims sit on the output's path only,"
-                    " checkpoint records carry no state or snapshot digest (the"
-                    " checkpoint table holds them), sealed outputs no diff."
-                    if legacy
-                    else "A session recorded by the runtime that folds the whole log."
-                ),
-                "batches": batches,
-                "legacy_checkpoints": legacy_rows(store) if legacy else [],
-                "expected": expected(mgr, made, legacy),
-            }
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        SQLiteTraceStore(Path(tmp) / "t.db") as store,
+    ):
+        mgr = _manager(store)
+        made = session(mgr)
+        legacy = name == "goatherd_0_1"
+        batches, _ = export(store)
+        fixture = {
+            "description": (
+                "A session recorded by goatherd 0.1 (the code of a1ccf92): roots"
+                " leave no record, claims sit on the output's path only,"
+                " checkpoint records carry no state or snapshot digest (the"
+                " checkpoint table holds them), sealed outputs no diff."
+                if legacy
+                else "A session recorded by the runtime that folds the whole log."
+            ),
+            "batches": batches,
+            "legacy_checkpoints": legacy_rows(store) if legacy else [],
+            "expected": expected(mgr, made, legacy),
+        }
     print(json.dumps(fixture))
 
 

@@ -98,10 +98,10 @@ def test_the_read_model_rebuilt_from_the_log_says_the_same(recorded):
         )
         runner.catch_up()
         with runner.read(RuntimeStateProjection.name) as view:
-            rows = listed_scopes(view.scope_rows())  # type: ignore[attr-defined]
+            rows = listed_scopes(view.scope_rows())
             states = {row.owner: row.state.value for row in rows}
             flagged = {row.owner for row in rows if row.inconsistent}
-            outputs = {o.output_id: o.state.value for o in view.output_rows()}  # type: ignore[attr-defined]
+            outputs = {o.output_id: o.state.value for o in view.output_rows()}
     assert states == {s["owner"]: s["state"] for s in expected["scopes"]}
     assert flagged == {s["owner"] for s in expected["scopes"] if s.get("inconsistent")}
     assert outputs == {o["id"]: o["state"] for o in expected["outputs"]}
