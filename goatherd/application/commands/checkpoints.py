@@ -119,8 +119,8 @@ def create_checkpoint(
 
         try:
             ctx.record(intent, decide)
-        except BaseException:
-            ctx.blobs.release(snapshot_holder(cp_id), digest)
+        except Exception:
+            ctx.release_unrecorded(intent, snapshot_holder(cp_id), digest)
             raise
         return cp_id
 

@@ -88,6 +88,20 @@ class RuntimeContext:
             return None
         return prior.fact_ids[0] if prior.fact_ids else ""
 
+    def release_unrecorded(self, intent: str, holder: str, digest: str) -> None:
+        """Release bytes stored for a record whose append failed.
+
+        Only when the intent is certainly not committed: an append can fail
+        after its commit (a lost connection), and bytes a committed record
+        names must stay. A release that cannot be decided leaves them held.
+        """
+        try:
+            committed = self.trace.read_append_intent(intent) is not None
+        except Exception:  # noqa: BLE001 - an outage: keep the bytes
+            return
+        if not committed:
+            self.blobs.release(holder, digest)
+
     def record(
         self, intent: str, decide: Callable[[], Decision | None]
     ) -> AppendReceipt | None:

@@ -112,8 +112,8 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
 
         try:
             ctx.record(intent, decide)
-        except BaseException:
-            ctx.blobs.release(out_id + DIFF_HOLDER, blob)
+        except Exception:
+            ctx.release_unrecorded(intent, out_id + DIFF_HOLDER, blob)
             raise
         return out_id
 
