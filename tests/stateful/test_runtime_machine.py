@@ -193,10 +193,24 @@ class RuntimeMachine(RuleBasedStateMachine):
         model.refresh()
         return model.scope(scope_id.removeprefix("scope:"))
 
-    def alive(self, by: int, scope_id: str) -> bool:
+    def active(self, by: int, scope_id: str) -> bool:
         """Whether the scope exists and is active in manager ``by``'s fold."""
         scope = self.agg(by, scope_id)
         return scope.listed and scope.state is ScopeState.ACTIVE
+
+    def alive(self, by: int, scope_id: str) -> bool:
+        """Whether the scope exists, is active and its workspace still stands.
+
+        A shared child of a discarded isolated child stays active in the
+        trace, but the sandbox it worked in is gone.
+        """
+        scope = self.agg(by, scope_id)
+        if not scope.listed or scope.state is not ScopeState.ACTIVE:
+            return False
+        model = self.managers[by].context.model
+        owner = model.workspace_owner(scope.owner)
+        sandbox = self.host.sandboxes.get(f"scope:{owner}")
+        return sandbox is not None and sandbox._files is not None
 
     def workspace_of(self, scope_id: str) -> MemorySandbox:
         model = self.managers[0].context.model
@@ -344,16 +358,27 @@ class RuntimeMachine(RuleBasedStateMachine):
         handle = mgr.output(out.id)
         assert handle is not None
         consumed = handle.state is not OutputState.UNCONSUMED
-        parent_files = files_of(self.workspace_of(out.parent))
+        child_alive = self.active(by, out.scope)
+        parent_alive = self.active(by, out.parent)
+        parent_files = (
+            files_of(self.workspace_of(out.parent))
+            if self.alive(by, out.parent)
+            else {}
+        )
         before = self.snapshot_all()
         seq = self._next_seq()
         result = self.run(by, crash, lambda m: m.settle(out.id, action, seq=seq))
         note(f"settle {out.id} {action}: {result}")
-        if consumed:
+        effect = action in ("selected", "applied")
+        if consumed or (action != "released" and not child_alive):
             assert isinstance(result, Failure), result
+        if (effect or action == "discarded") and not parent_alive:
+            assert isinstance(result, Failure), result  # never into a halted parent
+        if action == "selected" and parent_files != out.baseline:
+            assert isinstance(result, Failure), result  # strictly fast-forward
+        if action == "released" and not consumed:
+            assert isinstance(result, Success), result
         if isinstance(result, Failure):
-            if not isinstance(result.failure(), ParentMovedError) or crash is None:
-                pass
             if crash is None:
                 assert self.snapshot_all() == before  # a loser touches nothing
             return
