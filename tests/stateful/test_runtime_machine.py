@@ -41,11 +41,10 @@ from returns.result import Failure, Result, Success
 from goatherd.application import SandboxSpec, ScopeManager
 from goatherd.domain import (
     CheckpointRestored,
-    ScopeAggregate,
     OutputSettled,
     OutputState,
-    ParentMovedError,
     ReservedSchemaError,
+    ScopeAggregate,
     ScopeState,
 )
 from goatherd.infrastructure.bootstrap import scope_manager_for
@@ -177,10 +176,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         except Crash as crashed:
             note(f"crash: {crashed}")
             boundary, intent = str(crashed).split(" ", 1)
-            verb = (
-                intent.split(":")[-3] if ":claim" in intent else intent.split(":")[-2]
-            )
-            event(f"crash {boundary} of {'claim ' if ':claim' in intent else ''}{verb}")
+            event(f"crash {boundary} of {_verb_of(intent)}")
             self.crashes += 1
             self._open(by)
             return command(self.managers[by])
@@ -395,6 +391,37 @@ class RuntimeMachine(RuleBasedStateMachine):
                 if out.baseline.get(name) != data:
                     assert now.get(name) == data
 
+    @rule(
+        target=outputs,
+        parent=scopes,
+        name=FILES,
+        action=st.sampled_from(["selected", "applied", "released", "discarded"]),
+        by=st.integers(0, 1),
+        crash=BOUNDARIES,
+    )
+    def attempt(
+        self, parent: str, name: str, action: str, by: int, crash: int | None
+    ) -> Output:
+        """Fork an isolated child, change a file, seal and settle it (one step)."""
+        if not self.alive(by, parent):
+            return Output("out:none", parent, "", {}, {})
+        child = self.fork(parent, True, by, None)
+        self.write(child, name, b"attempt")
+        out = self.seal(child, by, None)
+        assert isinstance(out, Output)
+        self.settle(out, action, by, crash)
+        return out
+
+    @rule(scope=scopes, name=FILES, by=st.integers(0, 1), crash=BOUNDARIES)
+    def rewind(self, scope: str, name: str, by: int, crash: int | None) -> None:
+        """Checkpoint, change a file, restore (the restore changes something)."""
+        if not self.alive(by, scope):
+            return
+        cp = self.checkpoint(scope, b"chat", by, None)
+        assert isinstance(cp, Checkpoint)
+        self.write(scope, name, b"later")
+        self.restore(cp, by, crash)
+
     @rule(scope=scopes, by=st.integers(0, 1))
     def halt(self, scope: str, by: int) -> None:
         found = self.agg(by, scope)
@@ -486,11 +513,10 @@ class RuntimeMachine(RuleBasedStateMachine):
             record = entry.record
             schema = record.envelope.schema_ref
             if schema == OutputSettled.SCHEMA:
-                settled.setdefault(record.payload["output_id"], set()).add(
-                    record.record_id
-                )
+                key = str(record.payload["output_id"])
+                settled.setdefault(key, set()).add(record.record_id)
             elif schema == CheckpointRestored.SCHEMA:
-                key = record.payload["checkpoint_id"]
+                key = str(record.payload["checkpoint_id"])
                 restored.setdefault(key, set()).add(record.record_id)
         assert all(len(ids) == 1 for ids in settled.values()), settled
         assert all(len(ids) == 1 for ids in restored.values()), restored
@@ -521,6 +547,23 @@ class RuntimeMachine(RuleBasedStateMachine):
             for store in (*self.stores, self.watcher):
                 store.close()
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_VERBS = (
+    "fork",
+    "checkpoint",
+    "seal",
+    "settle",
+    "restore",
+    "sandbox-destroyed",
+    "invalidate",
+)
+
+
+def _verb_of(intent: str) -> str:
+    parts = intent.split(":")
+    verb = next((p for p in reversed(parts) if p in _VERBS), "?")
+    return f"{verb} claim" if "claim" in parts else verb
 
 
 def _view_rows(view: Any) -> object:
