@@ -19,6 +19,7 @@ through their resolvers, as one host would re-adopt them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -576,7 +577,13 @@ def _view_rows(view: Any) -> object:
     return [tuple(row) for row in rows]
 
 
+# Each example runs about 30 commands with a full comparison after each: the
+# profiles' example counts are for cheap properties, so this machine takes its own.
+EXAMPLES = {"dev": 30, "ci": 60, "deep": 300}.get(
+    os.environ.get("HYPOTHESIS_PROFILE", "dev"), 30
+)
 RuntimeMachine.TestCase.settings = settings(
+    max_examples=EXAMPLES,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
