@@ -173,7 +173,7 @@ def test_the_fuzz_strategy_reaches_both_sides_of_the_boundary(outcome: str) -> N
         trace = _Trace()
         with trace.store:
             _append_one(trace, batch, None)
-        return getattr(trace, outcome) == 1
+        return bool(getattr(trace, outcome) == 1)
 
     found = find(
         batches([], [], []),

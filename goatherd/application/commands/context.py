@@ -97,7 +97,7 @@ class RuntimeContext:
         """
         try:
             committed = self.trace.read_append_intent(intent) is not None
-        except Exception:  # noqa: BLE001 - an outage: keep the bytes
+        except Exception:
             return
         if not committed:
             self.blobs.release(holder, digest)
