@@ -1,21 +1,15 @@
-"""Landlock system calls, and the launcher that confines itself then execs.
+"""Landlock system calls: the ABI probe and the self-restriction (stdlib only).
 
-This file is run as a script in the child process (``python -I -S -B
-landlock_child.py STATUS_FD POLICY_JSON -- COMMAND ARGS...``): it builds a
-ruleset, sets ``PR_SET_NO_NEW_PRIVS``, calls ``landlock_restrict_self`` and
-``execvp``s the command, so the command starts already confined. Any failure
-before the exec is written to ``STATUS_FD`` (close-on-exec, so a successful
-exec leaves it empty) and the launcher exits without running the command.
-
-It imports only the standard library (it runs with ``-S``, without goatherd
-on the path); ``goatherd.infrastructure.sandbox.landlock`` imports it for the
-ABI probe.
+``restrict_self`` builds a ruleset handling every write-type right the ABI
+knows, allows them beneath the writable roots, sets ``PR_SET_NO_NEW_PRIVS``
+and calls ``landlock_restrict_self``: from then on this process and everything
+it starts can write only beneath the roots. The launcher calls it in the
+forked child just before ``execve``; the host calls ``abi_version`` to probe.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import platform
 import sys
@@ -26,7 +20,6 @@ __all__ = [
     "ACCESS_FS_WRITE_FILE",
     "LandlockSyscallError",
     "abi_version",
-    "main",
     "restrict_self",
     "write_rights",
 ]
@@ -171,25 +164,3 @@ def restrict_self(writable: list[str], deny_network: bool, abi: int) -> None:
         _syscall(2, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
-
-
-def main(argv: list[str]) -> int:
-    """Run the launcher: ``STATUS_FD POLICY_JSON -- COMMAND ARGS...``."""
-    status = int(argv[0])
-    os.set_inheritable(status, False)
-    command = argv[3:]
-    try:
-        policy = json.loads(argv[1])
-        restrict_self(policy["writable"], policy["deny_network"], policy["abi"])
-    except Exception as exc:  # every failure is reported: fail-closed
-        os.write(status, f"confine: {exc}".encode())
-        return 126
-    try:
-        os.execvp(command[0], command)  # noqa: S606 - the caller's command, confined
-    except OSError as exc:
-        os.write(status, f"exec: {command[0]}: {exc.strerror}".encode())
-    return 127
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
