@@ -3,23 +3,33 @@
 Issue targets: capture <= 20 ms, apply <= 40 ms, diff <= 20 ms, an isolated
 fork (worktree create + apply of the fork state) <= 250 ms. The memory
 backend is timed on the same shape for reference.
+
+Confined exec (issue 14, no target): one Landlock exec of ``true`` with each
+process-control mechanism, against baselines measured in the same rounds -
+``true`` started directly, and the launcher's bare interpreter start
+(``python -I -S -B -c pass``), the floor of any Python launcher.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.timing import per_call_seconds
-from goatherd.application import SandboxSpec
+from goatherd.application import ExecRequest, SandboxSpec
 from goatherd.infrastructure.sandbox import (
+    LandlockBackend,
     MemorySandbox,
     MemorySandboxConfig,
+    ProcessControl,
+    landlock_abi,
     new_local_git_sandbox,
     new_worktree_sandbox,
 )
@@ -160,7 +170,54 @@ def _bench_fork_on(where: str) -> None:
         print(f"git isolated fork with the repository on {where}: {_ms(seconds)}")
 
 
+EXEC_ROUNDS = 40
+
+
+def _exec_rounds(root: Path) -> dict[str, list[float]]:
+    """Time every variant once per round, interleaved, so load hits all alike."""
+    request = ExecRequest("true")
+    variants: dict[str, Callable[[], object]] = {
+        "true, started directly": lambda: subprocess.run(["true"], check=True),
+        "bare launcher interpreter": lambda: subprocess.run(
+            [sys.executable, "-I", "-S", "-B", "-c", "pass"], check=True, env={}
+        ),
+    }
+    for control in (ProcessControl.CGROUP, ProcessControl.SUBREAPER):
+        backend = LandlockBackend(process_control=control)
+        try:
+            backend.probe()
+        except Exception as exc:
+            print(f"confined exec with {control}: not available here ({exc})")
+            continue
+        variants[f"confined exec, {control}"] = lambda b=backend: b.run(  # type: ignore[misc]
+            request, writable_roots=[str(root)], cwd=str(root)
+        )
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(EXEC_ROUNDS):
+        for name, fn in variants.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return samples
+
+
+def _bench_exec(root: Path) -> None:
+    if landlock_abi() < 1:
+        print("confined exec: this kernel has no Landlock")
+        return
+    samples = _exec_rounds(root)
+    medians = {name: statistics.median(times) for name, times in samples.items()}
+    floor = medians["bare launcher interpreter"]
+    load = os.getloadavg()[0]
+    print(f"confined exec of true, median of {EXEC_ROUNDS} interleaved rounds", end="")
+    print(f" (load {load:.1f}):")
+    for name, median in medians.items():
+        print(f"  {name}: {_ms(median)} ({median / floor:.2f} x the bare interpreter)")
+
+
 def run() -> None:
+    with tempfile.TemporaryDirectory(prefix="goatherd-bench-") as tmp:
+        _bench_exec(Path(tmp))
     with tempfile.TemporaryDirectory(prefix="goatherd-bench-") as tmp:
         _bench_git(Path(tmp))
     if Path("/dev/shm").is_dir():

@@ -18,14 +18,17 @@ what is confined, what is refused and what is not confined.
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import sys
+import sysconfig
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from goatherd.application.errors import (
+    ContainmentError,
     ContainmentUnavailableError,
     SandboxConfigError,
     SandboxError,
@@ -235,7 +238,13 @@ class LandlockBackend:
 
     @staticmethod
     def _roots(roots: Sequence[str]) -> list[str]:
+        if isinstance(roots, str) or not isinstance(roots, Sequence):
+            raise SandboxError(
+                f"landlock: writable_roots must be a sequence of paths, got {roots!r}"
+            )
         resolved = [_directory(root, "writable root") for root in roots]
+        for root in resolved:
+            _refuse_launcher_inside(root)
         return resolved + [p for p in _ALWAYS_WRITABLE if os.path.exists(p)]
 
 
@@ -248,6 +257,44 @@ def _gap_message(abi: int, missing: list[LandlockGap]) -> str:
         f"LandlockBackend(accept_gaps={{{names}}}) - docs/containment.md lists "
         "what each ABI confines"
     )
+
+
+@functools.cache
+def _launcher_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the unconfined launcher runs, as (code directories, prefixes).
+
+    No writable root may contain, or lie inside, a code directory (the
+    launcher's modules and their bytecode, the interpreter, the standard
+    library); none may contain an installation prefix (``pyvenv.cfg`` there
+    chooses the standard library).
+    """
+    paths = sysconfig.get_paths()
+    code = {
+        os.path.dirname(landlock_sys.__file__),
+        os.path.dirname(os.path.realpath(sys.executable)),
+        os.path.dirname(sys.executable),
+        paths["stdlib"],
+        paths["platstdlib"],
+    }
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    real = [os.path.realpath(p) for p in code]
+    return tuple(sorted(real)), tuple(sorted(os.path.realpath(p) for p in prefixes))
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _refuse_launcher_inside(root: str) -> None:
+    code, prefixes = _launcher_paths()
+    clashes = [p for p in code if _within(p, root) or _within(root, p)]
+    clashes += [p for p in prefixes if _within(p, root)]
+    if clashes:
+        raise ContainmentError(
+            f"landlock: writable root {root} overlaps {clashes[0]}, which the "
+            "unconfined launcher runs; a confined command could change it. "
+            "Refusing; keep goatherd and Python outside the writable roots"
+        )
 
 
 def _directory(path: object, what: str) -> str:

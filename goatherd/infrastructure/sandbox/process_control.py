@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from goatherd.application.errors import ContainmentError, ContainmentUnavailableError
@@ -66,7 +65,7 @@ class ExecTree:
     """
 
     choice: ProcessControlChoice
-    leaf: Path | None = None
+    leaf: str | None = None
 
     def kill(self) -> None:
         """SIGKILL every process of the tree now (cgroup only; idempotent)."""

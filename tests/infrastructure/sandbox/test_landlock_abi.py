@@ -11,6 +11,7 @@ still holds.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,7 +23,6 @@ import pytest
 from goatherd.application import ContainmentUnavailableError, ExecRequest, NetworkMode
 from goatherd.infrastructure.sandbox import (
     LandlockBackend,
-    LandlockGap,
     landlock_abi,
     open_containment_backend,
 )
@@ -35,7 +35,7 @@ pytestmark = [
 
 KERNEL_ABI = landlock_abi()
 ABIS = [abi for abi in range(1, 8) if abi <= KERNEL_ABI]
-EVERY_GAP = frozenset(LandlockGap)
+EVERY_GAP = frozenset({"truncate", "signals"})
 
 
 def expected_gaps(abi: int) -> set[str]:
@@ -65,20 +65,18 @@ def test_an_abi_missing_a_guarantee_is_refused_by_default_and_nothing_runs(
 ) -> None:
     inside, outside = roots
     backend = LandlockBackend(max_abi=abi)
-    assert set(backend.gaps()) == expected_gaps(abi)
     request = python(f"import os; os.truncate('{outside}/keep.txt', 0)")
-    if not expected_gaps(abi):
+    if expected_gaps(abi):
+        with pytest.raises(ContainmentUnavailableError) as refused:
+            run(backend, request, inside)
+        message = str(refused.value)
+        assert f"Landlock ABI {abi} " in message
+        assert "\n" not in message
+        assert set(re.findall(r'"(\w+)"', message)) == expected_gaps(abi)
+    else:
         run(backend, request, inside)
-        assert (outside / "keep.txt").read_bytes() == b"precious\n"
-        return
-    with pytest.raises(ContainmentUnavailableError) as refused:
-        run(backend, request, inside)
-    message = str(refused.value)
-    assert f"Landlock ABI {abi} " in message
-    assert "\n" not in message
-    for gap in expected_gaps(abi):
-        assert f'"{gap}"' in message
     assert (outside / "keep.txt").read_bytes() == b"precious\n"
+    assert set(backend.gaps()) == expected_gaps(abi)
 
 
 @pytest.mark.parametrize("abi", [1, 2])
@@ -191,4 +189,4 @@ def test_network_denial_is_refused_below_abi_4_and_scopes_abstract_sockets_from_
 def test_open_containment_backend_passes_accepted_gaps_through() -> None:
     backend = open_containment_backend("landlock", accept_gaps=["truncate"])
     assert isinstance(backend, LandlockBackend)
-    assert backend.accept_gaps == {LandlockGap.TRUNCATE}
+    assert backend.accept_gaps == {"truncate"}

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from goatherd.application import (
+    ContainmentError,
     ExecRequest,
     InvalidExecRequestError,
     SandboxConfigError,
@@ -28,7 +29,7 @@ from goatherd.infrastructure.sandbox import (
     ProcessControl,
     landlock_abi,
 )
-from goatherd.infrastructure.sandbox.launch import cgroup
+from goatherd.infrastructure.sandbox.launch import cgroup, landlock_sys
 from tests.infrastructure.sandbox.native import alive, pids_in, wait_for
 
 needs_landlock = pytest.mark.skipif(
@@ -216,7 +217,7 @@ def test_a_cgroup2_mount_point_with_escaped_characters_is_found(
         "0::/app\n",
         f"40 25 0:27 / {escaped} rw,nosuid shared:9 - cgroup2 cgroup2 rw\n",
     )
-    assert cgroup.delegated_cgroup(proc) == mount / "app"
+    assert cgroup.delegated_cgroup(proc) == str(mount / "app")
 
 
 def test_a_cgroup_outside_the_mounted_subtree_is_not_used(tmp_path: Path) -> None:
@@ -284,3 +285,46 @@ def test_an_unprivileged_host_without_a_delegated_cgroup_falls_back_to_the_subre
         leftovers = pids_in(inside / "pids")
     assert len(leftovers) == 1
     assert wait_for(lambda: not alive(leftovers[0]), timeout=0.0)
+
+
+# ---------------------------------------------------------------- launcher's code
+
+
+def _launcher_overlaps() -> dict[str, str]:
+    launch = Path(landlock_sys.__file__).parent
+    return {
+        "a root holding the Python installation": str(Path(sys.prefix).parent),
+        "the launcher's own directory": str(launch),
+        "a root holding the launcher": str(launch.parent),
+        "the interpreter's directory": str(Path(sys.executable).parent),
+    }
+
+
+@needs_landlock
+@pytest.mark.integration
+@pytest.mark.parametrize("name", sorted(_launcher_overlaps()))
+def test_a_root_overlapping_what_the_launcher_runs_is_refused(
+    inside: Path, name: str
+) -> None:
+    # The launcher runs unconfined on every exec: a command that could change
+    # its modules, their bytecode, the interpreter or pyvenv.cfg would run
+    # code unconfined at the next exec.
+    root = _launcher_overlaps()[name]
+    marker = inside / "ran"
+    with pytest.raises(ContainmentError, match="overlaps") as caught:
+        LandlockBackend().run(
+            ExecRequest("touch", (str(marker),)),
+            writable_roots=[str(inside), root],
+            cwd=str(inside),
+        )
+    assert "\n" not in str(caught.value)
+    assert not marker.exists()
+
+
+@needs_landlock
+@pytest.mark.integration
+def test_writable_roots_given_as_one_string_are_refused(inside: Path) -> None:
+    with pytest.raises(SandboxError, match="sequence of paths"):
+        LandlockBackend().run(
+            ExecRequest("true"), writable_roots=str(inside), cwd=str(inside)
+        )

@@ -8,17 +8,16 @@ sessions, process groups or parent links - stays a member; writing ``1`` to
 the leaf's ``cgroup.kill`` (Linux >= 5.14) kills them all at once. A confined
 command cannot leave the leaf: moving a process means writing a
 ``cgroup.procs`` file, which lies outside its writable roots.
+
+Paths are plain strings, and the module imports little: the launcher loads it
+on every exec.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Final
 
 __all__ = [
     "CgroupUnavailableError",
@@ -34,19 +33,13 @@ __all__ = [
     "wait_leaf_empty",
 ]
 
-LEAF_PREFIX: Final = "goatherd-exec-"
-_POLL_FIRST: Final = 0.0005
-_POLL_MAX: Final = 0.02
+LEAF_PREFIX = "goatherd-exec-"
+_POLL_FIRST = 0.0005
+_POLL_MAX = 0.02
 
 
 class CgroupUnavailableError(OSError):
     """Raised when no writable cgroup v2 hierarchy holds this process."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Mount:
-    root: str
-    point: str
 
 
 def _unescape(field: str) -> str:
@@ -62,13 +55,14 @@ def _unescape(field: str) -> str:
     return "".join(out)
 
 
-def _cgroup2_mounts(mountinfo: str) -> list[_Mount]:
+def _cgroup2_mounts(mountinfo: str) -> list[tuple[str, str]]:
+    """Return (root inside the hierarchy, mount point) of each cgroup2 mount."""
     mounts = []
     for line in mountinfo.splitlines():
         head, _, tail = line.partition(" - ")
         fields = head.split()
         if tail.split()[:1] == ["cgroup2"] and len(fields) >= 5:
-            mounts.append(_Mount(_unescape(fields[3]), _unescape(fields[4])))
+            mounts.append((_unescape(fields[3]), _unescape(fields[4])))
     return mounts
 
 
@@ -79,80 +73,86 @@ def _own_path(cgroup_file: str) -> str | None:
     return None
 
 
-def _locate(proc: Path) -> Path:
-    path = _own_path((proc / "cgroup").read_text())
+def _read(path: str) -> str:
+    with open(path) as file:
+        return file.read()
+
+
+def _locate(proc: str) -> str:
+    path = _own_path(_read(os.path.join(proc, "cgroup")))
     if path is None:
         raise CgroupUnavailableError(0, "this process is in no cgroup v2 hierarchy")
-    mounts = _cgroup2_mounts((proc / "mountinfo").read_text())
-    for mount in mounts:
-        root = mount.root.rstrip("/")
+    mounts = _cgroup2_mounts(_read(os.path.join(proc, "mountinfo")))
+    for root, point in mounts:
+        root = root.rstrip("/")
         if path == root or path.startswith(root + "/"):
-            return Path(mount.point + path[len(root) :])
+            return point + path[len(root) :]
     where = "no cgroup2 filesystem is mounted" if not mounts else "not mounted here"
     raise CgroupUnavailableError(0, f"cgroup v2 path {path}: {where}")
 
 
-def delegated_cgroup(proc: Path = Path("/proc/self")) -> Path:
+def delegated_cgroup(proc: str | os.PathLike[str] = "/proc/self") -> str:
     """Return this process's own cgroup v2 directory, if it may make leaves there.
 
     Raises:
         CgroupUnavailableError: naming why not (cgroup v1 only, not mounted,
             not writable).
     """
-    directory = _locate(proc)
-    for target in (directory, directory / "cgroup.procs"):
+    directory = _locate(os.fspath(proc))
+    for target in (directory, os.path.join(directory, "cgroup.procs")):
         if not os.access(target, os.W_OK):
             raise CgroupUnavailableError(0, f"{target} is not writable (not delegated)")
     return directory
 
 
-def make_leaf(parent: Path) -> Path:
+def make_leaf(parent: str) -> str:
     """Create a fresh leaf below ``parent`` that supports ``cgroup.kill``.
 
     Raises:
         OSError: when the leaf cannot be made (then nothing is left behind).
     """
-    leaf = parent / f"{LEAF_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
-    leaf.mkdir()
-    if not (leaf / "cgroup.kill").exists():
-        leaf.rmdir()
+    leaf = os.path.join(parent, f"{LEAF_PREFIX}{os.getpid()}-{os.urandom(6).hex()}")
+    os.mkdir(leaf)
+    if not os.path.exists(os.path.join(leaf, "cgroup.kill")):
+        os.rmdir(leaf)
         raise CgroupUnavailableError(0, "this kernel has no cgroup.kill (Linux 5.14)")
     return leaf
 
 
-def join_leaf(leaf: Path) -> None:
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as file:
+        file.write(text)
+
+
+def join_leaf(leaf: str) -> None:
     """Move the calling process into ``leaf``."""
-    with open(leaf / "cgroup.procs", "w") as procs:
-        procs.write("0")
+    _write(os.path.join(leaf, "cgroup.procs"), "0")
 
 
-def kill_leaf(leaf: Path) -> None:
+def kill_leaf(leaf: str) -> None:
     """SIGKILL every process in ``leaf`` (a removed leaf is fine)."""
-    try:
-        with open(leaf / "cgroup.kill", "w") as kill:
-            kill.write("1")
-    except FileNotFoundError:
-        pass
+    with contextlib.suppress(FileNotFoundError):
+        _write(os.path.join(leaf, "cgroup.kill"), "1")
 
 
-def leaf_pids(leaf: Path) -> list[int]:
+def leaf_pids(leaf: str) -> list[int]:
     """Return the processes in ``leaf`` (none once it is removed)."""
     try:
-        return [int(line) for line in (leaf / "cgroup.procs").read_text().split()]
+        return [int(line) for line in _read(os.path.join(leaf, "cgroup.procs")).split()]
     except FileNotFoundError:
         return []
 
 
-def leaf_populated(leaf: Path) -> bool:
+def leaf_populated(leaf: str) -> bool:
     """Whether any process is still in ``leaf`` (or below it)."""
     try:
-        events = (leaf / "cgroup.events").read_text()
+        events = _read(os.path.join(leaf, "cgroup.events"))
     except FileNotFoundError:
         return False
     return "populated 1" in events.splitlines()
 
 
-def wait_leaf_empty(leaf: Path, timeout: float) -> bool:
+def wait_leaf_empty(leaf: str, timeout: float) -> bool:
     """Wait until ``leaf`` holds no process; return whether it emptied in time."""
     deadline, pause = time.monotonic() + timeout, _POLL_FIRST
     while leaf_populated(leaf):
@@ -163,14 +163,14 @@ def wait_leaf_empty(leaf: Path, timeout: float) -> bool:
     return True
 
 
-def remove_leaf(leaf: Path) -> None:
+def remove_leaf(leaf: str) -> None:
     """Remove an empty ``leaf``; an already removed one is fine.
 
     Raises:
         OSError: ``EBUSY`` while processes remain in it.
     """
     with contextlib.suppress(FileNotFoundError):
-        leaf.rmdir()
+        os.rmdir(leaf)
 
 
 def _host_alive(name: str) -> bool:
@@ -186,7 +186,7 @@ def _host_alive(name: str) -> bool:
     return True
 
 
-def sweep_stale_leaves(parent: Path, timeout: float = 1.0) -> list[Path]:
+def sweep_stale_leaves(parent: str, timeout: float = 1.0) -> list[str]:
     """Kill and remove the leaves whose creating process has died.
 
     A leaf outlives its exec only when both the host and its launcher were
@@ -196,8 +196,9 @@ def sweep_stale_leaves(parent: Path, timeout: float = 1.0) -> list[Path]:
         The leaves removed.
     """
     removed = []
-    for leaf in parent.glob(f"{LEAF_PREFIX}*"):
-        if leaf.is_dir() and not _host_alive(leaf.name):
+    for name in os.listdir(parent):
+        leaf = os.path.join(parent, name)
+        if name.startswith(LEAF_PREFIX) and not _host_alive(name):
             kill_leaf(leaf)
             if wait_leaf_empty(leaf, timeout):
                 remove_leaf(leaf)

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
-import sys
-from typing import Final
 
 __all__ = [
     "ACCESS_FS_MAKE_REG",
@@ -24,32 +21,32 @@ __all__ = [
     "write_rights",
 ]
 
-_SYSCALLS: Final = {"x86_64": 444, "aarch64": 444, "arm64": 444, "riscv64": 444}
-_CREATE_RULESET_VERSION: Final = 1
-_RULE_PATH_BENEATH: Final = 1
-_PR_SET_NO_NEW_PRIVS: Final = 38
+_SYSCALLS = {"x86_64": 444, "aarch64": 444, "arm64": 444, "riscv64": 444}
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
 
-ACCESS_FS_EXECUTE: Final = 1 << 0
-ACCESS_FS_WRITE_FILE: Final = 1 << 1
-ACCESS_FS_READ_FILE: Final = 1 << 2
-ACCESS_FS_READ_DIR: Final = 1 << 3
-ACCESS_FS_REMOVE_DIR: Final = 1 << 4
-ACCESS_FS_REMOVE_FILE: Final = 1 << 5
-ACCESS_FS_MAKE_CHAR: Final = 1 << 6
-ACCESS_FS_MAKE_DIR: Final = 1 << 7
-ACCESS_FS_MAKE_REG: Final = 1 << 8
-ACCESS_FS_MAKE_SOCK: Final = 1 << 9
-ACCESS_FS_MAKE_FIFO: Final = 1 << 10
-ACCESS_FS_MAKE_BLOCK: Final = 1 << 11
-ACCESS_FS_MAKE_SYM: Final = 1 << 12
-ACCESS_FS_REFER: Final = 1 << 13  # ABI 2
-ACCESS_FS_TRUNCATE: Final = 1 << 14  # ABI 3
-ACCESS_NET_BIND_TCP: Final = 1 << 0  # ABI 4
-ACCESS_NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
-SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
-SCOPE_SIGNAL: Final = 1 << 1  # ABI 6
+ACCESS_FS_EXECUTE = 1 << 0
+ACCESS_FS_WRITE_FILE = 1 << 1
+ACCESS_FS_READ_FILE = 1 << 2
+ACCESS_FS_READ_DIR = 1 << 3
+ACCESS_FS_REMOVE_DIR = 1 << 4
+ACCESS_FS_REMOVE_FILE = 1 << 5
+ACCESS_FS_MAKE_CHAR = 1 << 6
+ACCESS_FS_MAKE_DIR = 1 << 7
+ACCESS_FS_MAKE_REG = 1 << 8
+ACCESS_FS_MAKE_SOCK = 1 << 9
+ACCESS_FS_MAKE_FIFO = 1 << 10
+ACCESS_FS_MAKE_BLOCK = 1 << 11
+ACCESS_FS_MAKE_SYM = 1 << 12
+ACCESS_FS_REFER = 1 << 13  # ABI 2
+ACCESS_FS_TRUNCATE = 1 << 14  # ABI 3
+ACCESS_NET_BIND_TCP = 1 << 0  # ABI 4
+ACCESS_NET_CONNECT_TCP = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
 
-_FILE_RIGHTS: Final = ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE
+_FILE_RIGHTS = ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE
 
 
 class LandlockSyscallError(OSError):
@@ -76,10 +73,10 @@ def _libc() -> ctypes.CDLL:
 
 
 def _syscall(offset: int, *args: object) -> int:
-    base = _SYSCALLS.get(platform.machine())
+    base = _SYSCALLS.get(os.uname().machine)
     if base is None:
         raise LandlockSyscallError(
-            0, f"no Landlock syscall numbers for {platform.machine()}"
+            0, f"no Landlock syscall numbers for {os.uname().machine}"
         )
     result = int(_libc().syscall(ctypes.c_long(base + offset), *args))
     if result < 0:
@@ -90,7 +87,7 @@ def _syscall(offset: int, *args: object) -> int:
 
 def abi_version() -> int:
     """Return the kernel's Landlock ABI version, or 0 when it has none."""
-    if not sys.platform.startswith("linux"):
+    if os.uname().sysname != "Linux":
         return 0
     try:
         return _syscall(

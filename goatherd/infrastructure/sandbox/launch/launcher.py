@@ -25,25 +25,37 @@ failed after the command started (it was killed).
 
 from __future__ import annotations
 
+import ctypes
+import importlib
 import json
 import os
 import select
 import signal
 import time
-from pathlib import Path
-from typing import Final, NoReturn
 
-from . import cgroup, landlock_sys, proctree, seccomp
+from . import landlock_sys
+
+# cgroup, proctree and seccomp are imported where a mode needs them: the
+# launcher starts on every exec, and each module it loads costs time.
 
 __all__ = ["BOOTSTRAP", "main"]
 
-BOOTSTRAP: Final = (
+BOOTSTRAP = (
     "import sys; sys.path.append(sys.argv.pop(1)); "
     "from launch.launcher import main; raise SystemExit(main(sys.argv[1:]))"
 )
-_REAP_INTERVAL: Final = 0.5
-_CLEANUP_SECONDS: Final = 10.0
-_REFUSED: Final = 126
+_REAP_INTERVAL = 0.5
+_CLEANUP_SECONDS = 10.0
+_REFUSED = 126
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """Adopt the orphans among this process's descendants."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(errno)}")
 
 
 def _report(fd: int, **message: object) -> None:
@@ -66,12 +78,16 @@ def _read_config(fd: int) -> dict[str, object]:
 def _confine(config: dict[str, object]) -> None:
     leaf = str(config["cgroup"])
     if leaf:
-        cgroup.join_leaf(Path(leaf))
+        from . import cgroup
+
+        cgroup.join_leaf(leaf)
     os.chdir(str(config["cwd"]))
     writable = [str(p) for p in config["writable"]]  # type: ignore[attr-defined]
     abi = int(config["abi"])  # type: ignore[call-overload]
     landlock_sys.restrict_self(writable, bool(config["deny_network"]), abi)
     if config["deny_metadata"]:
+        from . import seccomp
+
         seccomp.deny_metadata_changes()
     # Python ignores SIGPIPE and SIGXFSZ; an ignored signal survives execve.
     for signum in (signal.SIGPIPE, signal.SIGXFSZ):
@@ -98,7 +114,7 @@ def _run_command(config: dict[str, object], status: int) -> None:
         _report(status, refused="exec", detail=f"{argv[0]}: {exc.strerror}")
 
 
-def _child(config: dict[str, object], status: int) -> NoReturn:
+def _child(config: dict[str, object], status: int) -> None:
     """Run in the forked child; whatever happens, it never returns to the caller."""
     try:
         _run_command(config, status)
@@ -148,12 +164,16 @@ def _reap_all(deadline: float) -> None:
 def _clean_up(config: dict[str, object]) -> int:
     """Kill every process the command left; return how many there were."""
     deadline = time.monotonic() + _CLEANUP_SECONDS
-    leaf = Path(str(config["cgroup"])) if config["cgroup"] else None
-    if leaf is not None:
+    leaf = str(config["cgroup"])
+    if leaf:
+        from . import cgroup
+
         left = len(cgroup.leaf_pids(leaf))
         cgroup.kill_leaf(leaf)
         cgroup.wait_leaf_empty(leaf, _CLEANUP_SECONDS)
     else:
+        from . import proctree
+
         left = proctree.kill_tree(os.getpid(), include_root=False)
     _reap_all(deadline)
     return left
@@ -175,7 +195,17 @@ def _quiet_stdio() -> None:
     os.close(sink)
 
 
+def _preload(config: dict[str, object]) -> None:
+    """Import, before the fork, the modules both processes will need once."""
+    names = ["cgroup" if config["cgroup"] else "proctree"]
+    if config["deny_metadata"]:
+        names.append("seccomp")
+    for name in names:
+        importlib.import_module(f".{name}", __package__)
+
+
 def _supervise(config: dict[str, object], control: int, status: int) -> int:
+    _preload(config)
     command = os.fork()
     if command == 0:
         os.close(control)
@@ -205,7 +235,7 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(status, False)
     try:
         config = _read_config(control)
-        proctree.become_subreaper()
+        _become_subreaper()
     except Exception as exc:  # before the fork: the command does not run
         _report(status, refused="launcher", detail=f"{type(exc).__name__}: {exc}")
         return _REFUSED

@@ -1,46 +1,45 @@
 """Find and kill every descendant of a process (the subreaper fallback; stdlib only).
 
-A process that set ``PR_SET_CHILD_SUBREAPER`` adopts every orphan among its
-descendants: a command that double-forks, or whose child calls ``setsid``,
-still has all its processes below the subreaper in the parent links of
-``/proc``. ``kill_tree`` walks those links, stops every process it finds
-(``SIGSTOP``: a stopped process can neither fork nor exit, so the tree holds
-still), rescans until no new process appears, then kills them all with
-``SIGKILL``, and repeats plain kill rounds for anything that slipped through
-(a process with a fatal signal pending cannot fork any more).
+A process that set ``PR_SET_CHILD_SUBREAPER`` (the launcher does) adopts
+every orphan among its descendants: a command that double-forks, or whose
+child calls ``setsid``, still has all its processes below the subreaper.
+``kill_tree`` walks the tree, stops every process it finds (``SIGSTOP``: a
+stopped process can neither fork nor exit, so the tree holds still), rescans
+until no new process appears, then kills them all with ``SIGKILL``, and
+repeats plain kill rounds for anything that slipped through (a process with
+a fatal signal pending cannot fork any more).
 
-Signals go through pidfds opened while the process is verified to be the one
-scanned (same start time), so a recycled pid is never signalled.
+The tree is walked through ``/proc/PID/task/TID/children`` (exact once the
+tree is stopped), or by scanning every ``/proc/PID/stat`` where the kernel
+lacks that file. Signals go through pidfds opened while the process is
+verified to be the one scanned (same start time), so a recycled pid is never
+signalled. The module imports little: the launcher loads it on every exec.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "ProcessInfo",
-    "become_subreaper",
     "kill_tree",
     "live_descendants",
-    "process_table",
     "read_process",
 ]
 
-_PR_SET_CHILD_SUBREAPER: Final = 36
-_STOPPED: Final = frozenset("Tt")
-_DEAD: Final = frozenset("ZX")
-_KILL_ROUNDS: Final = 50
-_PAUSE: Final = 0.002
+_STOPPED = frozenset("Tt")
+_DEAD = frozenset("ZX")
+_KILL_ROUNDS = 50
+_PAUSE = 0.002
 
 
-@dataclass(frozen=True, slots=True)
 class ProcessInfo:
     """One process as ``/proc/PID/stat`` shows it.
 
@@ -51,27 +50,20 @@ class ProcessInfo:
         start: its start time in clock ticks since boot (with ``pid``, unique).
     """
 
-    pid: int
-    ppid: int
-    state: str
-    start: int
+    __slots__ = ("pid", "ppid", "start", "state")
+
+    def __init__(self, pid: int, ppid: int, state: str, start: int) -> None:
+        self.pid, self.ppid, self.state, self.start = pid, ppid, state, start
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """``(pid, start)``: names this process and no later one."""
+        return self.pid, self.start
 
     @property
     def alive(self) -> bool:
         """Whether the process still runs (neither zombie nor dead)."""
         return self.state not in _DEAD
-
-
-def become_subreaper() -> None:
-    """Make this process adopt its descendants' orphans.
-
-    Raises:
-        OSError: when ``prctl`` refuses.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(errno)}")
 
 
 def read_process(pid: int) -> ProcessInfo | None:
@@ -86,37 +78,52 @@ def read_process(pid: int) -> ProcessInfo | None:
     return ProcessInfo(pid, int(fields[1]), fields[0], int(fields[19]))
 
 
-def process_table() -> dict[int, ProcessInfo]:
-    """Return every process of this pid namespace, by pid."""
-    table = {}
+def _children_files(pid: int) -> list[int] | None:
+    """Children of every thread of ``pid``; ``None`` without the files."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+        children = []
+        for tid in tids:
+            with open(f"/proc/{pid}/task/{tid}/children") as file:
+                children += [int(child) for child in file.read().split()]
+    except FileNotFoundError:
+        return None if os.path.exists(f"/proc/{pid}") else []
+    return children
+
+
+def _scan_children() -> dict[int, list[int]]:
+    by_parent: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (info := read_process(int(name))) is not None:
-            table[info.pid] = info
-    return table
+            by_parent.setdefault(info.ppid, []).append(info.pid)
+    return by_parent
 
 
-def _descendants(root: int, table: dict[int, ProcessInfo]) -> list[ProcessInfo]:
-    children: dict[int, list[ProcessInfo]] = {}
-    for info in table.values():
-        children.setdefault(info.ppid, []).append(info)
+def _descendants(root: int) -> list[ProcessInfo]:
     found, queue = [], [root]
+    table: dict[int, list[int]] | None = None
     while queue:
-        for child in children.pop(queue.pop(), []):
-            found.append(child)
-            queue.append(child.pid)
+        pid = queue.pop()
+        children = _children_files(pid) if table is None else None
+        if children is None:
+            table = table if table is not None else _scan_children()
+            children = table.get(pid, [])
+        for child in children:
+            if (info := read_process(child)) is not None:
+                found.append(info)
+                queue.append(child)
     return found
 
 
 def live_descendants(root: int) -> list[ProcessInfo]:
     """Return the running (not zombie) descendants of ``root``."""
-    return [p for p in _descendants(root, process_table()) if p.alive]
+    return [p for p in _descendants(root) if p.alive]
 
 
 def _tree(root: int, include_root: bool) -> list[ProcessInfo]:
-    table = process_table()
-    members = _descendants(root, table)
-    if include_root and root in table:
-        members.insert(0, table[root])
+    members = _descendants(root)
+    if include_root and (info := read_process(root)) is not None:
+        members.insert(0, info)
     return [p for p in members if p.alive]
 
 
@@ -135,11 +142,11 @@ class _Held:
         if again is None or again.start != info.start:
             os.close(fd)  # the pid was recycled between the scan and the open
             return None
-        self.fds[info.pid, info.start] = fd
-        return info.pid, info.start
+        self.fds[info.key] = fd
+        return info.key
 
     def new(self, members: list[ProcessInfo]) -> list[ProcessInfo]:
-        return [p for p in members if (p.pid, p.start) not in self.fds]
+        return [p for p in members if p.key not in self.fds]
 
     def signal(self, keys: Iterable[tuple[int, int]], signum: int) -> None:
         for key in keys:
@@ -149,12 +156,9 @@ class _Held:
     def all_stopped(self) -> bool:
         for pid, start in self.fds:
             info = read_process(pid)
-            if (
-                info
-                and info.start == start
-                and info.alive
-                and info.state not in _STOPPED
-            ):
+            if info is None or info.start != start or not info.alive:
+                continue  # gone: nothing left to stop
+            if info.state not in _STOPPED:
                 return False
         return True
 
@@ -199,6 +203,8 @@ def kill_tree(root: int, *, include_root: bool, freeze_seconds: float = 2.0) -> 
     held = _Held()
     try:
         _freeze(held, root, include_root, time.monotonic() + freeze_seconds)
+        if not held.fds:
+            return 0
         held.signal(list(held.fds), signal.SIGKILL)
         _kill_rounds(held, root, include_root)
         return len(held.fds)

@@ -18,40 +18,40 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
-from dataclasses import dataclass
-from typing import Final
 
 __all__ = ["SeccompError", "deny_metadata_changes", "metadata_filter"]
 
-_LD_W_ABS: Final = 0x20
-_JEQ: Final = 0x15
-_JGE: Final = 0x35
-_RET: Final = 0x06
-_RET_ALLOW: Final = 0x7FFF0000
-_RET_EPERM: Final = 0x00050000 | 1
-_NR: Final = 0
-_ARCH: Final = 4
-_ARG1_LOW: Final = 24  # seccomp_data.args[1], low word (little-endian hosts)
-_X32_BIT: Final = 0x40000000
-_SET_MODE_FILTER: Final = 1
-_PR_SET_NO_NEW_PRIVS: Final = 38
+_LD_W_ABS = 0x20
+_JEQ = 0x15
+_JGE = 0x35
+_RET = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_EPERM = 0x00050000 | 1
+_NR = 0
+_ARCH = 4
+_ARG1_LOW = 24  # seccomp_data.args[1], low word (little-endian hosts)
+_X32_BIT = 0x40000000
+_SET_MODE_FILTER = 1
+_PR_SET_NO_NEW_PRIVS = 38
 # FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS (chattr) and FS_IOC_FSSETXATTR.
-_SET_ATTR_IOCTLS: Final = (0x40086602, 0x40046602, 0x401C5820)
+_SET_ATTR_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)
 # Added after the per-architecture tables were split; the same on every one.
-_NEW_CALLS: Final = (452, 463, 466, 469)  # fchmodat2, setxattrat, removexattrat,
+_NEW_CALLS = (452, 463, 466, 469)  # fchmodat2, setxattrat, removexattrat,
 # file_setattr
 
 
-@dataclass(frozen=True, slots=True)
 class _Table:
-    arch: int
-    calls: tuple[int, ...]
-    ioctl: int
-    x32: bool = False
+    """One architecture's audit number, call numbers and ioctl number."""
+
+    __slots__ = ("arch", "calls", "ioctl", "x32")
+
+    def __init__(
+        self, arch: int, calls: tuple[int, ...], ioctl: int, *, x32: bool = False
+    ) -> None:
+        self.arch, self.calls, self.ioctl, self.x32 = arch, calls, ioctl, x32
 
 
-_X86_64: Final = _Table(
+_X86_64 = _Table(
     0xC000003E,
     (
         *(90, 91, 268),  # chmod, fchmod, fchmodat
@@ -63,7 +63,7 @@ _X86_64: Final = _Table(
     16,
     x32=True,
 )
-_I386: Final = _Table(
+_I386 = _Table(
     0x40000003,
     (
         *(15, 94, 306),  # chmod, fchmod, fchmodat
@@ -74,7 +74,7 @@ _I386: Final = _Table(
     ),
     54,
 )
-_AARCH64: Final = _Table(
+_AARCH64 = _Table(
     0xC00000B7,
     (
         *(52, 53),  # fchmod, fchmodat
@@ -85,7 +85,7 @@ _AARCH64: Final = _Table(
     ),
     29,
 )
-_MACHINES: Final = {
+_MACHINES = {
     "x86_64": ((_X86_64, _I386), 317),
     "aarch64": ((_AARCH64,), 277),
     "arm64": ((_AARCH64,), 277),
@@ -155,7 +155,7 @@ def deny_metadata_changes() -> None:
     Raises:
         SeccompError: when the kernel refuses the filter.
     """
-    machine = platform.machine()
+    machine = os.uname().machine
     program = metadata_filter(machine)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))
     fprog = _SockFprog(len(program), instructions)
