@@ -29,6 +29,8 @@ from goatherd.application import (
     ExecTimeoutError,
 )
 from goatherd.infrastructure.sandbox import LandlockBackend, landlock_abi
+from goatherd.infrastructure.sandbox.launch import cgroup
+from goatherd.infrastructure.sandbox.launch.cgroup import LEAF_PREFIX
 from tests.infrastructure.sandbox.native import alive, kill_listed, pids_in, wait_for
 
 pytestmark = [
@@ -150,8 +152,47 @@ def test_leftovers_die_when_the_host_process_is_killed(
         host.send_signal(signal.SIGKILL)
         host.wait()
     (leftover,) = pids_in(inside / "pids")
-    # The launcher sees its control pipe close and kills the tree.
+    # The launcher sees its control pipe close, kills the tree and removes
+    # the exec's cgroup leaf, if it had one.
     assert wait_for(lambda: not alive(leftover), timeout=10)
+    assert wait_for(lambda: not _leaves_of(host.pid), timeout=10)
+
+
+def _leaves_of(pid: int) -> list[str]:
+    try:
+        parent = cgroup.delegated_cgroup()
+    except OSError:
+        return []
+    return [n for n in os.listdir(parent) if n.startswith(f"{LEAF_PREFIX}{pid}-")]
+
+
+def test_a_leaf_left_by_a_dead_host_is_killed_and_removed_by_the_next_exec(
+    inside: Path,
+) -> None:
+    # Both the host and its launcher killed outright leave a populated leaf.
+    try:
+        parent = cgroup.delegated_cgroup()
+    except OSError as exc:
+        pytest.skip(f"no cgroup leaf can be made here: {exc}")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = os.path.join(parent, f"{LEAF_PREFIX}{gone.pid}-0123456789ab")
+    os.mkdir(stale)
+    orphan = subprocess.Popen(
+        ["sh", "-c", f"echo 0 > {stale}/cgroup.procs && exec sleep 60"]
+    )
+    try:
+        assert wait_for(lambda: cgroup.leaf_pids(stale) == [orphan.pid], timeout=10)
+        backend = LandlockBackend(process_control="cgroup")  # type: ignore[arg-type]
+        backend.run(ExecRequest("true"), writable_roots=[str(inside)], cwd=str(inside))
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert not os.path.exists(stale)
+    finally:
+        orphan.kill()
+        orphan.wait()
+        cgroup.kill_leaf(stale)
+        if cgroup.wait_leaf_empty(stale, 5):
+            cgroup.remove_leaf(stale)
 
 
 def _parent_of(pid: int) -> int:

@@ -170,7 +170,8 @@ def _clean_up(config: dict[str, object]) -> int:
 
         left = len(cgroup.leaf_pids(leaf))
         cgroup.kill_leaf(leaf)
-        cgroup.wait_leaf_empty(leaf, _CLEANUP_SECONDS)
+        if cgroup.wait_leaf_empty(leaf, _CLEANUP_SECONDS):
+            cgroup.remove_leaf(leaf)  # the host removes it too, unless it died
     else:
         from . import proctree
 
