@@ -1,7 +1,7 @@
 """The host side of the launcher: start it, feed it, time it out, read its reports.
 
 ``run_supervised`` starts ``launch/launcher.py`` with an empty environment in
-its own session, sends the request as one JSON line on the control pipe and
+its own session, sends the request as one frame on the control pipe and
 keeps that pipe open while the command runs. Closing it asks the launcher to
 kill the command's tree; the launcher also sees it close when the host dies.
 On a timeout the host closes the pipe and, with a cgroup leaf, kills the leaf
@@ -11,7 +11,6 @@ killed with everything below it.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -27,15 +26,15 @@ from goatherd.application.errors import (
     SandboxError,
 )
 from goatherd.application.ports import ExecResult
+from goatherd.infrastructure.sandbox.exchange import Exchange, Pumped
 from goatherd.infrastructure.sandbox.launch import proctree
-from goatherd.infrastructure.sandbox.launch.launcher import BOOTSTRAP
+from goatherd.infrastructure.sandbox.launch.launcher import BOOTSTRAP, frame, unframe
 from goatherd.infrastructure.sandbox.process_control import ExecTree
 
 __all__ = ["run_supervised"]
 
 _SANDBOX_DIR: Final = Path(__file__).resolve().parent
 _GRACE: Final = 5.0
-_SLICE: Final = 0.1
 
 
 @dataclass
@@ -87,7 +86,7 @@ def _spawn() -> tuple[subprocess.Popen[bytes], _Pipes]:
 
 
 def _send(pipes: _Pipes, config: dict[str, object]) -> None:
-    data = json.dumps(config).encode() + b"\n"
+    data = frame(config)
     try:
         while data:
             data = data[os.write(pipes.control, data) :]
@@ -95,12 +94,9 @@ def _send(pipes: _Pipes, config: dict[str, object]) -> None:
         pass  # the launcher is gone; its report (or its absence) says why
 
 
-def _abandon(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+def _abandon(process: subprocess.Popen[bytes]) -> None:
     process.kill()
     process.wait()
-    for stream in (process.stdin, process.stdout, process.stderr):
-        if stream is not None:
-            stream.close()
     raise ContainmentError(
         "landlock: the launcher ended but processes of the command still hold "
         "its output; they could not all be stopped"
@@ -108,29 +104,28 @@ def _abandon(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
 
 
 def _stop(
-    process: subprocess.Popen[bytes], pipes: _Pipes, tree: ExecTree
-) -> tuple[bytes, bytes]:
-    """Kill the command's tree and finish the launcher; return the output."""
+    process: subprocess.Popen[bytes], pipes: _Pipes, tree: ExecTree, io: Exchange
+) -> None:
+    """Kill the command's tree and finish the launcher.
+
+    Raises:
+        ContainmentError: when processes of the command could not be stopped.
+    """
     tree.kill()
     pipes.close_control()
-    try:
-        return process.communicate(timeout=_GRACE)
-    except subprocess.TimeoutExpired:
-        pass
-    proctree.kill_tree(process.pid, include_root=True)
-    tree.kill()
-    try:
-        return process.communicate(timeout=_GRACE)
-    except subprocess.TimeoutExpired:
-        return _abandon(process)
+    if io.pump(time.monotonic() + _GRACE) is not Pumped.DONE:
+        proctree.kill_tree(process.pid, include_root=True)
+        tree.kill()
+        if io.pump(time.monotonic() + _GRACE) is not Pumped.DONE:
+            _abandon(process)
+    process.wait()
 
 
 def _reports(fd: int) -> list[dict[str, object]]:
     chunks = []
     while chunk := os.read(fd, 65536):
         chunks.append(chunk)
-    lines = b"".join(chunks).decode("utf-8", "replace").splitlines()
-    return [report for line in lines if isinstance(report := json.loads(line), dict)]
+    return unframe(b"".join(chunks))
 
 
 def _outcome(reports: list[dict[str, object]], returncode: int, err: bytes) -> int:
@@ -157,39 +152,6 @@ def _outcome(reports: list[dict[str, object]], returncode: int, err: bytes) -> i
     )
 
 
-def _communicate(
-    process: subprocess.Popen[bytes], stdin: bytes, timeout: float, tree: ExecTree
-) -> tuple[bytes, bytes] | None:
-    """Feed and drain the command; ``None`` when ``timeout`` passed first.
-
-    Works in slices so that a launcher killed from outside is noticed while
-    the command's processes still hold its output open: the tree is killed
-    then (cgroup), or given a grace period before the output is abandoned.
-    """
-    deadline = time.monotonic() + timeout
-    data: bytes | None = stdin
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        try:
-            return process.communicate(data, timeout=min(_SLICE, left))
-        except subprocess.TimeoutExpired:
-            data = None
-        if process.poll() is not None:
-            return _after_launcher_death(process, tree)
-
-
-def _after_launcher_death(
-    process: subprocess.Popen[bytes], tree: ExecTree
-) -> tuple[bytes, bytes]:
-    tree.kill()
-    try:
-        return process.communicate(timeout=_GRACE)
-    except subprocess.TimeoutExpired:
-        return _abandon(process)
-
-
 def run_supervised(
     config: dict[str, object], stdin: bytes, timeout: float, tree: ExecTree
 ) -> ExecResult:
@@ -203,20 +165,28 @@ def run_supervised(
     """
     command = str(config["argv"][0])  # type: ignore[index]
     process, pipes = _spawn()
+    io = Exchange(process, stdin)
     started = time.monotonic()
     try:
         _send(pipes, {**config, "cgroup": str(tree.leaf or "")})
-        output = _communicate(process, stdin, timeout, tree)
-        if output is None:
-            _stop(process, pipes, tree)
+        pumped = io.pump(started + timeout)
+        if pumped is Pumped.DEADLINE:
+            _stop(process, pipes, tree, io)
             raise ExecTimeoutError(
                 f"landlock: {command} outran its {timeout:g}s timeout; "
                 "its whole process tree was killed"
             )
+        if pumped is Pumped.ORPHANED:  # the launcher was killed from outside
+            tree.kill()
+            if io.pump(time.monotonic() + _GRACE) is not Pumped.DONE:
+                _abandon(process)
+        process.wait()
         duration = time.monotonic() - started
-        code = _outcome(_reports(pipes.status), process.returncode, output[1])
-        return ExecResult(code, *output, duration)
+        out, err = io.output()
+        code = _outcome(_reports(pipes.status), process.returncode, err)
+        return ExecResult(code, out, err, duration)
     finally:
         if process.poll() is None:
-            _stop(process, pipes, tree)
+            _stop(process, pipes, tree, io)
+        io.close()
         pipes.close()

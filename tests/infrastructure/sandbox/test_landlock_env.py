@@ -10,6 +10,7 @@ inside write (proof that it ran at all) lands.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -134,3 +135,17 @@ def test_the_host_environment_still_reaches_the_command(
         cwd=str(inside),
     )
     assert result.stdout == b"from the host\n"
+
+
+def test_environment_bytes_that_are_not_utf8_reach_the_command_exactly(
+    roots: tuple[Path, Path],
+) -> None:
+    inside, _ = roots
+    raw = b"caf\xe9 \xff\xfe end"
+    request = ExecRequest(
+        "sh", ("-c", 'printf %s "$RAW"'), env={"RAW": os.fsdecode(raw)}
+    )
+    result = LandlockBackend().run(
+        request, writable_roots=[str(inside)], cwd=str(inside)
+    )
+    assert result.stdout == raw
