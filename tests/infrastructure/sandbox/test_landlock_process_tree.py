@@ -211,7 +211,7 @@ def test_with_a_cgroup_leftovers_die_even_when_the_launcher_is_killed(
     except ContainmentUnavailableError as exc:
         pytest.skip(str(exc))
     leftover = f"setsid sh -c 'echo $$ >> pids; {LOOP}' {QUIET} &"
-    script = f"echo $$ >> pids; {leftover} sleep 60"
+    script = f"echo $$ >> pids; {leftover} exec sleep 60"
 
     def kill_launcher() -> None:
         if wait_for(lambda: len(pids_in(inside / "pids")) == 2, timeout=20):
@@ -231,3 +231,32 @@ def test_with_a_cgroup_leftovers_die_even_when_the_launcher_is_killed(
     pids = pids_in(inside / "pids")
     assert len(pids) == 2
     assert [pid for pid in pids if alive(pid)] == []
+
+
+def test_under_the_subreaper_a_launcher_killed_from_outside_is_reported(
+    inside: Path,
+) -> None:
+    # The documented limit of the subreaper (docs/containment.md): once the
+    # launcher is gone its orphans belong to init. exec does not hang or
+    # pretend: it raises after the grace period. (The fixture kills them.)
+    backend = LandlockBackend(process_control="subreaper")  # type: ignore[arg-type]
+    leftover = f"setsid sh -c 'echo $$ >> pids; {LOOP}' {QUIET} &"
+    script = f"echo $$ >> pids; {leftover} exec sleep 60"
+
+    def kill_launcher() -> None:
+        if wait_for(lambda: len(pids_in(inside / "pids")) == 2, timeout=20):
+            os.kill(_parent_of(pids_in(inside / "pids")[0]), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_launcher)
+    killer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ContainmentError, match="could not all be stopped"):
+            backend.run(
+                ExecRequest("sh", ("-c", script)),
+                writable_roots=[str(inside)],
+                cwd=str(inside),
+            )
+    finally:
+        killer.join()
+    assert time.monotonic() - started < 30
