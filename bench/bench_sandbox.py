@@ -6,13 +6,16 @@ backend is timed on the same shape for reference.
 
 Confined exec (issue 14, no target): one Landlock exec of ``true`` with each
 process-control mechanism, against baselines measured in the same rounds -
-``true`` started directly, and the launcher's bare interpreter start
-(``python -I -S -B -c pass``), the floor of any Python launcher.
+``true`` started directly, the launcher's bare interpreter start
+(``python -I -S -B -c pass``), and an unsupervised launcher that restricts
+itself and execs (what the backend did before issue 14: no fork, no tree
+kill, no cgroup) - so the ratio to it is the cost of supervision.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,6 +36,7 @@ from goatherd.infrastructure.sandbox import (
     new_local_git_sandbox,
     new_worktree_sandbox,
 )
+from goatherd.infrastructure.sandbox.launch import landlock_sys
 
 FILES = 2000
 CHANGED = 10
@@ -171,15 +175,27 @@ def _bench_fork_on(where: str) -> None:
 
 
 EXEC_ROUNDS = 40
+SANDBOX_DIR = str(Path(landlock_sys.__file__).parents[1])
+UNSUPERVISED = [
+    sys.executable,
+    *("-I", "-S", "-B", "-c"),
+    "import os, sys; sys.path.append(sys.argv[1]); "
+    "from launch.landlock_sys import abi_version, restrict_self; "
+    "restrict_self([sys.argv[2], '/dev/null'], False, abi_version()); "
+    "os.execvp('true', ['true'])",
+]
 
 
-def _exec_rounds(root: Path) -> dict[str, list[float]]:
+def _exec_rounds(root: Path) -> dict[str, list[tuple[float, float]]]:
     """Time every variant once per round, interleaved, so load hits all alike."""
     request = ExecRequest("true")
     variants: dict[str, Callable[[], object]] = {
         "true, started directly": lambda: subprocess.run(["true"], check=True),
         "bare launcher interpreter": lambda: subprocess.run(
             [sys.executable, "-I", "-S", "-B", "-c", "pass"], check=True, env={}
+        ),
+        "unsupervised restrict-and-exec": lambda: subprocess.run(
+            [*UNSUPERVISED, SANDBOX_DIR, str(root)], check=True, env={}
         ),
     }
     for control in (ProcessControl.CGROUP, ProcessControl.SUBREAPER):
@@ -192,13 +208,21 @@ def _exec_rounds(root: Path) -> dict[str, list[float]]:
         variants[f"confined exec, {control}"] = lambda b=backend: b.run(  # type: ignore[misc]
             request, writable_roots=[str(root)], cwd=str(root)
         )
-    samples: dict[str, list[float]] = {name: [] for name in variants}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for _ in range(EXEC_ROUNDS):
         for name, fn in variants.items():
-            start = time.perf_counter()
+            cpu, start = _cpu_seconds(), time.perf_counter()
             fn()
-            samples[name].append(time.perf_counter() - start)
+            wall = time.perf_counter() - start
+            samples[name].append((wall, _cpu_seconds() - cpu))
     return samples
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its reaped children (the launchers, commands)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _bench_exec(root: Path) -> None:
@@ -206,13 +230,17 @@ def _bench_exec(root: Path) -> None:
         print("confined exec: this kernel has no Landlock")
         return
     samples = _exec_rounds(root)
-    medians = {name: statistics.median(times) for name, times in samples.items()}
-    floor = medians["bare launcher interpreter"]
+    wall = {n: statistics.median(w for w, _ in s) for n, s in samples.items()}
+    cpu = {n: statistics.median(c for _, c in s) for n, s in samples.items()}
+    base = "unsupervised restrict-and-exec"
     load = os.getloadavg()[0]
     print(f"confined exec of true, median of {EXEC_ROUNDS} interleaved rounds", end="")
-    print(f" (load {load:.1f}):")
-    for name, median in medians.items():
-        print(f"  {name}: {_ms(median)} ({median / floor:.2f} x the bare interpreter)")
+    print(f" (load {load:.1f}); ratios to the unsupervised launcher:")
+    for name in samples:
+        print(
+            f"  {name}: wall {_ms(wall[name])} ({wall[name] / wall[base]:.2f} x), "
+            f"CPU {_ms(cpu[name])} ({cpu[name] / cpu[base]:.2f} x)"
+        )
 
 
 def run() -> None:
