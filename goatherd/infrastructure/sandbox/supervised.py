@@ -165,7 +165,13 @@ def run_supervised(
     """
     command = str(config["argv"][0])  # type: ignore[index]
     process, pipes = _spawn()
-    io = Exchange(process, stdin)
+    try:
+        io = Exchange(process, stdin)
+    except BaseException:
+        pipes.close()  # the launcher sees no request and ends
+        process.kill()
+        process.wait()
+        raise
     started = time.monotonic()
     try:
         _send(pipes, {**config, "cgroup": str(tree.leaf or "")})
