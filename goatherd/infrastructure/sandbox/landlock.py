@@ -35,7 +35,7 @@ from goatherd.application.errors import (
 )
 from goatherd.application.ports import ExecRequest, ExecResult, NetworkMode
 from goatherd.infrastructure.sandbox.exec_request import checked_request
-from goatherd.infrastructure.sandbox.launch import landlock_sys
+from goatherd.infrastructure.sandbox.launch import landlock_sys, seccomp
 from goatherd.infrastructure.sandbox.process_control import (
     ProcessControl,
     ProcessControlChoice,
@@ -168,8 +168,9 @@ class LandlockBackend:
 
         Raises:
             ContainmentUnavailableError: no Landlock, network denial on an
-                ABI below 4, a gap the caller did not accept, or a required
-                cgroup that cannot be made.
+                ABI below 4, a gap the caller did not accept, a required
+                cgroup that cannot be made, or ``deny_metadata`` on a machine
+                without seccomp tables.
         """
         self._checked_abi()
         self.process_control_in_use()
@@ -199,6 +200,8 @@ class LandlockBackend:
         missing = [gap for gap in self.gaps() if gap not in self.accept_gaps]
         if missing:
             raise ContainmentUnavailableError(_gap_message(abi, missing))
+        if self.deny_metadata:
+            _check_metadata_filter()
         return abi
 
     def run(
@@ -211,7 +214,8 @@ class LandlockBackend:
 
         Raises:
             ContainmentUnavailableError: the policy cannot be enforced here.
-            ContainmentError: confinement failed in the child (nothing ran).
+            ContainmentError: confinement failed in the child, or a writable
+                root overlaps what the launcher runs (nothing ran).
             InvalidExecRequestError: a request field has the wrong type or
                 bytes (nothing ran).
             SandboxError: the command could not be executed, or a root or
@@ -246,6 +250,16 @@ class LandlockBackend:
         for root in resolved:
             _refuse_launcher_inside(root)
         return resolved + [p for p in _ALWAYS_WRITABLE if os.path.exists(p)]
+
+
+def _check_metadata_filter() -> None:
+    try:
+        seccomp.metadata_filter(os.uname().machine)
+    except seccomp.SeccompError as exc:
+        raise ContainmentUnavailableError(
+            f"landlock: deny_metadata is not available here ({exc.strerror}); "
+            "refusing rather than running without the filter"
+        ) from exc
 
 
 def _gap_message(abi: int, missing: list[LandlockGap]) -> str:
