@@ -53,10 +53,17 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ia32(program: Path) -> bool:
-    """Whether this kernel runs 32-bit calls (``int 0x80``) of 64-bit programs."""
+def ia32(program: Path, tmp_path_factory: pytest.TempPathFactory) -> bool:
+    """Whether this kernel runs 32-bit calls (``int 0x80``) of 64-bit programs.
+
+    The probe really makes every metadata call on its argument (chmod 0600,
+    chown, utimes...), so it gets a scratch file: run on a shared file such
+    as /dev/null as root, it would change that file for the whole machine.
+    """
+    scratch = tmp_path_factory.mktemp("probe") / "target"
+    scratch.write_bytes(b"")
     probe = subprocess.run(
-        [str(program), "/dev/null", "i386"], capture_output=True, check=False
+        [str(program), str(scratch), "i386"], capture_output=True, check=False
     )
     return probe.returncode == 0 and b"i386_getpid ok" in probe.stdout
 
