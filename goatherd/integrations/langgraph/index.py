@@ -160,8 +160,11 @@ class TraceIndex:
         """Fold one log entry (entries arrive in log order, each once)."""
         self.cursor = max(self.cursor, entry.position)
         record = entry.record
+        fold = _FOLDS.get(record.envelope.schema_ref)
+        if fold is None:
+            return
         try:
-            _FOLDS[record.envelope.schema_ref](self, entry)
+            fold(self, entry)
         except (MalformedValueError, KeyError, TypeError, ValueError) as error:
             reason = str(error) or type(error).__name__
             _LOG.warning("langgraph: ignoring record %s: %s", record.record_id, reason)
@@ -212,13 +215,16 @@ def _str_map(
 def _fold_checkpoint(index: TraceIndex, entry: LogEntry) -> None:
     record = entry.record
     payload = record.payload
+    thread_id = _str(payload, "thread_id")
+    namespace = _str(payload, "checkpoint_ns")
+    checkpoint_id = _str(payload, "checkpoint_id")
     versions = _str_map(payload, "versions", nullable=False)
     checkpoint = CheckpointEntry(
         record_id=record.record_id,
         owner=record.trace_owner_id,
-        thread_id=_str(payload, "thread_id"),
-        checkpoint_ns=_str(payload, "checkpoint_ns"),
-        checkpoint_id=_str(payload, "checkpoint_id"),
+        thread_id=thread_id,
+        checkpoint_ns=namespace,
+        checkpoint_id=checkpoint_id,
         parent_id=_opt_str(payload, "parent_checkpoint_id"),
         checkpoint=_blob(payload, "checkpoint"),
         metadata=_blob(payload, "metadata"),

@@ -28,13 +28,41 @@ from goatherd.integrations.langgraph.values import (
     list_node_links,
 )
 
-__all__ = ["MissingValueError", "ValueCache"]
+__all__ = ["MissingValueError", "ValueCache", "load_list"]
 
 _CACHE_ENTRIES: Final = 256
+_NODE_ENTRIES: Final = 65536
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 Stored = Blob | tuple[Blob, ...]
 Nodes = Mapping[str, Mapping[str, object]]
+ListNode = tuple[str | None, tuple[Blob | str, ...]]
+
+
+class _NodeMissingError(LookupError):
+    """A value node needed for a read is neither cached nor in the nodes read."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.digest = digest
+
+
+def _msgpack_array_header(length: int) -> bytes:
+    if length <= 15:
+        return bytes([0x90 | length])
+    if length <= 0xFFFF:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
+
+
+def load_list(serde: SerializerProtocol, items: Sequence[Blob]) -> list[Any]:
+    """Deserialize list items; msgpack items decode as one array in one call."""
+    if items and all(i.type == "msgpack" for i in items):
+        joined = _msgpack_array_header(len(items)) + b"".join(i.data for i in items)
+        value = serde.loads_typed(("msgpack", joined))
+        if isinstance(value, list) and len(value) == len(items):
+            return value
+    return [serde.loads_typed((i.type, i.data)) for i in items]
 
 
 class MissingValueError(LookupError):
@@ -95,6 +123,7 @@ class ValueCache:
         self._read_context = read_context
         self._stored: _Lru[str, Stored] = _Lru(_CACHE_ENTRIES)
         self._objects: _Lru[str, tuple[object, ...]] = _Lru(_CACHE_ENTRIES)
+        self._nodes: _Lru[str, ListNode] = _Lru(_NODE_ENTRIES)
 
     # ---------------------------------------------------------------- write
 
@@ -126,7 +155,14 @@ class ValueCache:
             encoded = encode_list(None, items, self._limits)
             self._stored.put(encoded.digest, items)
         self._objects.put(encoded.digest, tuple(value))
+        self._remember(encoded.nodes)
         return encoded
+
+    def _remember(self, nodes: Sequence[Mapping[str, object]]) -> None:
+        for node in nodes:
+            if node.get("kind") == "list":
+                base, items = list_node_links(node)
+                self._nodes.put(str(node["digest"]), (base, tuple(items)))
 
     # ----------------------------------------------------------------- read
 
@@ -141,18 +177,24 @@ class ValueCache:
         """
         wanted = list(dict.fromkeys(digests))
         found = {d: s for d in wanted if (s := self._stored.get(d)) is not None}
-        missing = [d for d in wanted if d not in found]
-        if missing:
-            nodes = self._read_nodes(missing)
-            for digest in missing:
-                found[digest] = self._materialize(digest, nodes)
+        nodes: dict[str, Mapping[str, object]] = {}
+        for digest in wanted:
+            while digest not in found:
+                try:
+                    found[digest] = self._materialize(digest, nodes)
+                except _NodeMissingError as missing:
+                    if missing.digest in nodes:
+                        raise MissingValueError(
+                            f"value {missing.digest} is not readable"
+                        ) from None
+                    nodes.update(self._read_nodes(missing.digest))
         out: dict[str, Any] = {}
         for digest in wanted:
             stored = found[digest]
             if isinstance(stored, Blob):
                 out[digest] = serde.loads_typed((stored.type, stored.data))
             else:
-                value = [serde.loads_typed((i.type, i.data)) for i in stored]
+                value = load_list(serde, stored)
                 self._objects.put(digest, tuple(value))
                 out[digest] = value
         return out
@@ -165,43 +207,52 @@ class ValueCache:
             )
         return record_id
 
-    def _read_nodes(self, digests: Sequence[str]) -> dict[str, Mapping[str, object]]:
-        roots = [self._record_of(d) for d in digests]
-        closure = self._store.read_causal_closure(self._read_context, roots)
+    def _read_nodes(self, digest: str) -> dict[str, Mapping[str, object]]:
+        root = self._record_of(digest)
+        closure = self._store.read_causal_closure(self._read_context, [root])
         nodes: dict[str, Mapping[str, object]] = {}
         for record in closure.facts_by_id.values():
             if (
                 isinstance(record, Record)
                 and record.envelope.schema_ref == SCHEMA_VALUE
             ):
-                digest = record.payload.get("digest")
-                if isinstance(digest, str):
-                    nodes[digest] = record.payload
+                name = record.payload.get("digest")
+                if isinstance(name, str):
+                    nodes[name] = record.payload
+        self._remember(list(nodes.values()))
         return nodes
-
-    def _node(self, digest: str, nodes: Nodes) -> Mapping[str, object]:
-        node = nodes.get(digest)
-        if node is None:
-            raise MissingValueError(
-                f"value record {self._record_of(digest)} ({digest}) is not readable"
-            )
-        return node
 
     def _materialize(self, digest: str, nodes: Nodes) -> Stored:
         cached = self._stored.get(digest)
         if cached is not None:
             return cached
-        node = self._node(digest, nodes)
         stored: Stored
-        if node.get("kind") == "list":
+        if self._nodes.get(digest) is not None:
             stored = self._materialize_list(digest, nodes)
         else:
-            stored = decode_blob(node, nodes)
+            node = nodes.get(digest)
+            if node is None:
+                raise _NodeMissingError(digest)
+            if node.get("kind") == "list":
+                stored = self._materialize_list(digest, nodes)
+            else:
+                stored = decode_blob(node, nodes)
         self._stored.put(digest, stored)
         return stored
 
+    def _list_node(self, digest: str, nodes: Nodes) -> ListNode:
+        known = self._nodes.get(digest)
+        if known is not None:
+            return known
+        node = nodes.get(digest)
+        if node is None:
+            raise _NodeMissingError(digest)
+        base, items = list_node_links(node)
+        self._nodes.put(digest, (base, tuple(items)))
+        return base, tuple(items)
+
     def _materialize_list(self, digest: str, nodes: Nodes) -> tuple[Blob, ...]:
-        chain: list[list[Blob | str]] = []
+        chain: list[tuple[Blob | str, ...]] = []
         cursor: str | None = digest
         prefix: tuple[Blob, ...] = ()
         while cursor is not None:
@@ -209,9 +260,8 @@ class ValueCache:
             if isinstance(cached, tuple):
                 prefix = cached
                 break
-            base, items = list_node_links(self._node(cursor, nodes))
+            cursor, items = self._list_node(cursor, nodes)
             chain.append(items)
-            cursor = base
         flat = list(prefix)
         for items in reversed(chain):
             for item in items:
