@@ -28,7 +28,7 @@ __all__ = [
 
 PATH_PREFIX: Final = "langgraph"
 MAX_COMPONENT: Final = 96
-MAX_OWNER_PATH: Final = len(PATH_PREFIX) + 3 * (MAX_COMPONENT + 8)
+MAX_OWNER_PATH: Final = len(PATH_PREFIX) + len(":ns=:fork=:") + 3 * MAX_COMPONENT
 _SAFE: Final = frozenset(string.ascii_letters + string.digits + "._-")
 
 
