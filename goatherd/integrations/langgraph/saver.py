@@ -295,51 +295,58 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Yield matching checkpoints, newest (highest checkpoint id) first."""
+        """Yield matching checkpoints, newest (highest checkpoint id) first.
+
+        The matches are fixed when iteration starts; each tuple is built (its
+        values deserialized) only when it is reached.
+        """
         with self._lock:
             self._catch_up()
-            tuples = self._list(config, filter or {}, before, limit)
-        yield from tuples
+            candidates = self._candidates(config, before)
+        found = 0
+        for thread, entry in candidates:
+            if limit is not None and found >= limit:
+                return
+            with self._lock:
+                item = self._matching_tuple(thread, entry, filter or {})
+            if item is not None:
+                found += 1
+                yield item
 
-    def _list(
-        self,
-        config: RunnableConfig | None,
-        wanted: Mapping[str, Any],
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> builtins.list[CheckpointTuple]:
+    def _candidates(
+        self, config: RunnableConfig | None, before: RunnableConfig | None
+    ) -> builtins.list[tuple[ThreadIndex, CheckpointEntry]]:
         configurable = (config or {}).get("configurable") or {}
-        threads: Iterable[tuple[str, ThreadIndex]]
+        threads: Iterable[ThreadIndex]
         if configurable.get("thread_id") is not None:
-            thread_id = _id_field(configurable, "thread_id", "list")
-            found = self._index.thread(thread_id)
-            threads = [(thread_id, found)] if found else []
+            found = self._index.thread(_id_field(configurable, "thread_id", "list"))
+            threads = [found] if found else []
         else:
-            threads = self._index.threads.items()
+            threads = self._index.threads.values()
         namespace = configurable.get("checkpoint_ns")
         only_id = configurable.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
         candidates = [
             (thread, entry)
-            for _, thread in threads
+            for thread in threads
             for entry in thread.checkpoints.values()
             if (namespace is None or entry.checkpoint_ns == namespace)
             and (only_id is None or entry.checkpoint_id == str(only_id))
             and (before_id is None or entry.checkpoint_id < str(before_id))
         ]
         candidates.sort(key=lambda pair: pair[1].checkpoint_id, reverse=True)
-        out: builtins.list[CheckpointTuple] = []
-        for thread, entry in candidates:
-            if limit is not None and len(out) >= limit:
-                break
-            if wanted:
-                metadata = self.serde.loads_typed(
-                    (entry.metadata.type, entry.metadata.data)
-                )
-                if any(metadata.get(k) != v for k, v in wanted.items()):
-                    continue
-            out.append(self._tuple(thread, entry))
-        return out
+        return candidates
+
+    def _matching_tuple(
+        self, thread: ThreadIndex, entry: CheckpointEntry, wanted: Mapping[str, Any]
+    ) -> CheckpointTuple | None:
+        if wanted:
+            metadata = self.serde.loads_typed(
+                (entry.metadata.type, entry.metadata.data)
+            )
+            if any(metadata.get(k) != v for k, v in wanted.items()):
+                return None
+        return self._tuple(thread, entry)
 
     def _tuple(self, thread: ThreadIndex, entry: CheckpointEntry) -> CheckpointTuple:
         checkpoint: Checkpoint = self.serde.loads_typed(
@@ -738,13 +745,9 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """Async :meth:`list` (runs on a worker thread)."""
-        tuples = await asyncio.to_thread(
-            lambda: builtins.list(
-                self.list(config, filter=filter, before=before, limit=limit)
-            )
-        )
-        for item in tuples:
+        """Async :meth:`list` (each tuple is built on a worker thread)."""
+        items = self.list(config, filter=filter, before=before, limit=limit)
+        while (item := await asyncio.to_thread(next, items, None)) is not None:
             yield item
 
     async def aput(
