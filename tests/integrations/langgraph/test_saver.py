@@ -8,20 +8,23 @@ foreign records ignored, and the core importing without LangGraph.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import operator
 import sqlite3
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.graph import END, START, StateGraph
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
@@ -463,3 +466,30 @@ def test_the_core_imports_without_langgraph() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("refused:")
     assert "langgraph" in done.stdout or "langchain_core" in done.stdout
+
+
+def test_an_async_graph_runs_on_the_saver(sqlite_store: SqlAlchemyTraceStore) -> None:
+    Chat = TypedDict("Chat", {"log": Annotated[list[str], operator.add]})  # noqa: UP013
+
+    async def reply(state: Any) -> dict[str, list[str]]:
+        return {"log": [f"reply {len(state['log'])}"]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    graph = builder.compile(checkpointer=GoatherdSaver(sqlite_store))
+    thread: RunnableConfig = {"configurable": {"thread_id": "async"}}
+
+    async def run() -> tuple[list[str], int]:
+        await graph.ainvoke({"log": ["hi"]}, thread)
+        out = await graph.ainvoke({"log": ["again"]}, thread)
+        history = [s async for s in graph.aget_state_history(thread)]
+        return out["log"], len(history)
+
+    log, steps = asyncio.run(run())
+    assert log == ["hi", "reply 1", "again", "reply 3"]
+    assert steps == 6
+    stored = GoatherdSaver(sqlite_store).get_tuple(thread)
+    assert stored is not None
+    assert stored.checkpoint["channel_values"]["log"] == log
