@@ -27,8 +27,13 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
+from goatherd.domain.errors import ReadOnlyStoreError
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
-from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
+from goatherd.infrastructure.store import (
+    SqlAlchemyTraceStore,
+    open_trace_store,
+    open_trace_store_read_only,
+)
 from goatherd.integrations.langgraph import (
     SCHEMA_CHECKPOINT,
     SCHEMA_CHECKPOINTS_HIDDEN,
@@ -493,3 +498,19 @@ def test_an_async_graph_runs_on_the_saver(sqlite_store: SqlAlchemyTraceStore) ->
     stored = GoatherdSaver(sqlite_store).get_tuple(thread)
     assert stored is not None
     assert stored.checkpoint["channel_values"]["log"] == log
+
+
+def test_a_read_only_trace_serves_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "trace.sqlite"
+    with GoatherdSaver.from_url(path) as saver:
+        first = put(saver, "t", None, {"x": [1, 2]}, {"x": 1}, {"x": 1})
+    store = open_trace_store_read_only(path)
+    try:
+        reader = GoatherdSaver(store)
+        got = reader.get_tuple(config("t"))
+        assert got is not None
+        assert got.checkpoint["channel_values"] == {"x": [1, 2]}
+        with pytest.raises(ReadOnlyStoreError):
+            put(reader, "t", first, {"x": [1, 2, 3]}, {"x": 2}, {"x": 2})
+    finally:
+        store.close()
