@@ -408,6 +408,7 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         namespace = _namespace(configurable)
         parent_id = configurable.get("checkpoint_id")
         checkpoint_id = str(checkpoint["id"])
+        key = (namespace, checkpoint_id)
         with self._lock:
             self._catch_up()
             thread = self._index.thread(thread_id) or ThreadIndex()
@@ -420,34 +421,45 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
             channels, versions = self._channels(
                 checkpoint, new_versions, namespace, thread, parent, drafts
             )
-            stored = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-            stored["channel_values"] = {}
-            meta = get_serializable_checkpoint_metadata(config, metadata)
             payload = {
                 "thread_id": thread_id,
                 "checkpoint_ns": namespace,
                 "checkpoint_id": checkpoint_id,
                 "parent_checkpoint_id": None if parent_id is None else str(parent_id),
-                "checkpoint": _blob_json(Blob(*self.serde.dumps_typed(stored))),
-                "metadata": _blob_json(Blob(*self.serde.dumps_typed(meta))),
+                **self._serialized(config, checkpoint, metadata),
                 "channels": channels,
                 "versions": versions,
-                "summary": _summary(meta),
             }
-            drafts.add(
-                SCHEMA_CHECKPOINT,
-                payload,
-                parents=[parent.record_id] if parent else [],
-                values=[d for d in channels.values() if d is not None],
-            )
-            owner = self._placement(thread_id, namespace, parent, checkpoint_id)
-            self._append({owner: drafts.drafts})
+            if not _already_stored(thread.checkpoints.get(key), payload):
+                drafts.add(
+                    SCHEMA_CHECKPOINT,
+                    payload,
+                    parents=[parent.record_id] if parent else [],
+                    values=[d for d in channels.values() if d is not None],
+                )
+                owner = self._placement(thread_id, namespace, parent, checkpoint_id)
+                self._append({owner: drafts.drafts})
         return {
             "configurable": {
                 "thread_id": thread_id,
                 "checkpoint_ns": namespace,
                 "checkpoint_id": checkpoint_id,
             }
+        }
+
+    def _serialized(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+    ) -> dict[str, object]:
+        stored = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        stored["channel_values"] = {}
+        meta = get_serializable_checkpoint_metadata(config, metadata)
+        return {
+            "checkpoint": _blob_json(self._cache.blob(self.serde, stored)),
+            "metadata": _blob_json(self._cache.blob(self.serde, meta)),
+            "summary": _summary(meta),
         }
 
     def _channels(
@@ -515,9 +527,14 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
             drafts = _Drafts(self._index)
             for position, (channel, value) in enumerate(writes):
                 idx = WRITES_IDX_MAP.get(channel, position)
-                if idx >= 0 and (str(task_id), idx) in existing:
-                    continue
+                held_before = existing.get((str(task_id), idx))
+                if held_before is not None and idx >= 0:
+                    continue  # a regular write is kept once
                 held, refs = self._write_json(value, drafts)
+                if held_before is not None and _same_write(
+                    held_before, channel, task_path, held
+                ):
+                    continue  # the same special write again
                 payload = {
                     "thread_id": thread_id,
                     "checkpoint_ns": namespace,
@@ -792,6 +809,29 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
 
 
 _MISSING: Final = object()
+
+
+def _already_stored(entry: CheckpointEntry | None, payload: Mapping[str, Any]) -> bool:
+    """Whether a put repeats the visible checkpoint ``entry`` exactly."""
+    return (
+        entry is not None
+        and entry.parent_id == payload["parent_checkpoint_id"]
+        and _blob_json(entry.checkpoint) == payload["checkpoint"]
+        and _blob_json(entry.metadata) == payload["metadata"]
+        and dict(entry.channels) == payload["channels"]
+        and dict(entry.versions) == payload["versions"]
+    )
+
+
+def _same_write(
+    entry: WriteEntry, channel: str, task_path: str, held: Mapping[str, object]
+) -> bool:
+    value = (
+        {"ref": entry.value}
+        if isinstance(entry.value, str)
+        else _blob_json(entry.value)
+    )
+    return entry.channel == channel and entry.task_path == task_path and value == held
 
 
 def _order(entry: CheckpointEntry) -> tuple[str, str]:

@@ -24,6 +24,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.types import ERROR
 from langgraph.graph import END, START, StateGraph
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
@@ -514,3 +515,21 @@ def test_a_read_only_trace_serves_reads_and_refuses_writes(tmp_path: Path) -> No
             put(reader, "t", first, {"x": [1, 2, 3]}, {"x": 2}, {"x": 2})
     finally:
         store.close()
+
+
+def test_repeating_a_put_or_a_special_write_appends_nothing(
+    sqlite_store: SqlAlchemyTraceStore,
+) -> None:
+    saver = GoatherdSaver(sqlite_store)
+    cp = checkpoint({"x": [1]}, {"x": 1})
+    stored = saver.put(config("t"), cp, {"step": 1}, {"x": 1})
+    saver.put_writes(stored, [(ERROR, "boom"), ("x", 2)], "task")
+    before = sqlite_store.max_position()
+    assert saver.put(config("t"), cp, {"step": 1}, {"x": 1}) == stored
+    saver.put_writes(stored, [(ERROR, "boom"), ("x", 2)], "task")
+    assert sqlite_store.max_position() == before
+    saver.put_writes(stored, [(ERROR, "another")], "task")
+    assert sqlite_store.max_position() == before + 1
+    got = saver.get_tuple(stored)
+    assert got is not None
+    assert got.pending_writes == [("task", ERROR, "another"), ("task", "x", 2)]
