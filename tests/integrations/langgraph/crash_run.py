@@ -1,8 +1,10 @@
-"""A long-running graph for the kill test: ``python -m ... crash_run URL MODE``.
+"""A long-running graph: ``python -m ... crash_run URL MODE [THREAD]``.
 
 ``run`` streams a fresh run of ``STEPS`` steps (each adds one message), printing
 each step number as its checkpoint is written; ``resume`` continues the thread
-from its latest checkpoint and prints the final state as JSON.
+from its latest checkpoint and prints the final state as JSON; ``full`` runs a
+fresh thread to its end and prints the final state. THREAD defaults to
+``crash``.
 """
 
 from __future__ import annotations
@@ -52,16 +54,17 @@ def final(values: dict[str, Any]) -> str:
     )
 
 
-def main(url: str, mode: str) -> None:
+def main(url: str, mode: str, thread: str = "crash") -> None:
+    config: RunnableConfig = {**CONFIG, "configurable": {"thread_id": thread}}
+    start = {"messages": [], "n": 0}
     with GoatherdSaver.from_url(url) as saver:
         app = build(saver)
         if mode == "run":
-            start = {"messages": [], "n": 0}
-            for number, _ in enumerate(app.stream(start, CONFIG, durability="sync")):
+            for number, _ in enumerate(app.stream(start, config, durability="sync")):
                 print(number, flush=True)
-        else:
-            app.invoke(None, CONFIG, durability="sync")
-            print(final(app.get_state(CONFIG).values))
+            return
+        app.invoke(None if mode == "resume" else start, config, durability="sync")
+        print(final(app.get_state(config).values))
 
 
 if __name__ == "__main__":
