@@ -31,6 +31,10 @@ from goatherd.integrations.langgraph.values import (
 __all__ = ["MissingValueError", "ValueCache", "load_list"]
 
 _CACHE_ENTRIES: Final = 256
+# Live objects of the last few lists stored, for recognizing a list that grew;
+# few, and none of the lists read, because every object held makes each
+# garbage collection (and so every deserialization) slower.
+_OBJECT_ENTRIES: Final = 8
 _NODE_ENTRIES: Final = 65536
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -122,7 +126,7 @@ class ValueCache:
         self._limits = limits
         self._read_context = read_context
         self._stored: _Lru[str, Stored] = _Lru(_CACHE_ENTRIES)
-        self._objects: _Lru[str, tuple[object, ...]] = _Lru(_CACHE_ENTRIES)
+        self._objects: _Lru[str, tuple[object, ...]] = _Lru(_OBJECT_ENTRIES)
         self._nodes: _Lru[str, ListNode] = _Lru(_NODE_ENTRIES)
 
     # ---------------------------------------------------------------- write
@@ -142,8 +146,7 @@ class ValueCache:
             encoded = encode_blob(blob, self._limits)
             self._stored.put(encoded.digest, blob)
             return encoded
-        prefix = self._objects.get(base) if base is not None else None
-        start = len(prefix) if prefix is not None and _extends(value, prefix) else 0
+        start = self._extended_length(serde, value, base)
         items = tuple(self.blob(serde, v) for v in value[start:])
         if start:
             assert base is not None
@@ -157,6 +160,28 @@ class ValueCache:
         self._objects.put(encoded.digest, tuple(value))
         self._remember(encoded.nodes)
         return encoded
+
+    def _extended_length(
+        self, serde: SerializerProtocol, value: list[Any], base: str | None
+    ) -> int:
+        """Return how many leading items ``value`` shares with the list ``base``.
+
+        The objects of a list this cache stored are compared by identity or
+        equality; a list known only as stored bytes (read back after a
+        restart) is compared by serializing ``value``'s leading items once.
+        """
+        if base is None:
+            return 0
+        prefix = self._objects.get(base)
+        if prefix is not None:
+            return len(prefix) if _extends(value, prefix) else 0
+        stored = self._stored.get(base)
+        if not isinstance(stored, tuple) or len(stored) > len(value):
+            return 0
+        for item, blob in zip(value, stored, strict=False):
+            if self.blob(serde, item) != blob:
+                return 0
+        return len(stored)
 
     def _remember(self, nodes: Sequence[Mapping[str, object]]) -> None:
         for node in nodes:
@@ -194,9 +219,7 @@ class ValueCache:
             if isinstance(stored, Blob):
                 out[digest] = serde.loads_typed((stored.type, stored.data))
             else:
-                value = load_list(serde, stored)
-                self._objects.put(digest, tuple(value))
-                out[digest] = value
+                out[digest] = load_list(serde, stored)
         return out
 
     def _record_of(self, digest: str) -> str:

@@ -533,3 +533,24 @@ def test_repeating_a_put_or_a_special_write_appends_nothing(
     got = saver.get_tuple(stored)
     assert got is not None
     assert got.pending_writes == [("task", ERROR, "another"), ("task", "x", 2)]
+
+
+def test_a_list_read_back_after_a_restart_still_grows_by_its_new_items(
+    stores: Stores,
+) -> None:
+    writer = GoatherdSaver(stores.open())
+    first = put(writer, "t", None, {"m": ["a", "b"]}, {"m": 1}, {"m": 1})
+    restarted = GoatherdSaver(stores.open())
+    latest = restarted.get_tuple(config("t"))
+    assert latest is not None
+    grown = [*latest.checkpoint["channel_values"]["m"], "c"]
+    put(restarted, "t", first, {"m": grown}, {"m": 2}, {"m": 2})
+    nodes = [r.payload for r in records(stores[0], SCHEMA_VALUE)]
+    assert [(n["base"] is None, len(n["items"])) for n in nodes] == [
+        (True, 2),
+        (False, 1),
+    ]
+    # A list that differs from the stored one is stored whole.
+    put(restarted, "t", first, {"m": ["x", "b", "c"]}, {"m": 3}, {"m": 3})
+    nodes = [r.payload for r in records(stores[0], SCHEMA_VALUE)]
+    assert (nodes[-1]["base"], len(nodes[-1]["items"])) == (None, 3)
