@@ -523,25 +523,27 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
             self._catch_up()
             thread = self._index.thread(thread_id) or ThreadIndex()
             entry = thread.checkpoints.get((namespace, checkpoint_id))
-            existing = thread.writes.get((namespace, checkpoint_id), {})
+            held_now = {
+                key: _write_form(w)
+                for key, w in thread.writes.get((namespace, checkpoint_id), {}).items()
+            }
             drafts = _Drafts(self._index)
             for position, (channel, value) in enumerate(writes):
-                idx = WRITES_IDX_MAP.get(channel, position)
-                held_before = existing.get((str(task_id), idx))
-                if held_before is not None and idx >= 0:
+                key = (str(task_id), WRITES_IDX_MAP.get(channel, position))
+                if key in held_now and key[1] >= 0:
                     continue  # a regular write is kept once
                 held, refs = self._write_json(value, drafts)
-                if held_before is not None and _same_write(
-                    held_before, channel, task_path, held
-                ):
+                form = (channel, task_path, held)
+                if held_now.get(key) == form:
                     continue  # the same special write again
+                held_now[key] = form
                 payload = {
                     "thread_id": thread_id,
                     "checkpoint_ns": namespace,
                     "checkpoint_id": checkpoint_id,
-                    "task_id": str(task_id),
+                    "task_id": key[0],
                     "task_path": task_path,
-                    "idx": idx,
+                    "idx": key[1],
                     "channel": channel,
                     "value": held,
                 }
@@ -823,15 +825,11 @@ def _already_stored(entry: CheckpointEntry | None, payload: Mapping[str, Any]) -
     )
 
 
-def _same_write(
-    entry: WriteEntry, channel: str, task_path: str, held: Mapping[str, object]
-) -> bool:
-    value = (
-        {"ref": entry.value}
-        if isinstance(entry.value, str)
-        else _blob_json(entry.value)
-    )
-    return entry.channel == channel and entry.task_path == task_path and value == held
+def _write_form(entry: WriteEntry) -> tuple[str, str, Mapping[str, object]]:
+    """A held write as (channel, task path, stored value) for comparison."""
+    value = entry.value
+    held = {"ref": value} if isinstance(value, str) else _blob_json(value)
+    return (entry.channel, entry.task_path, held)
 
 
 def _order(entry: CheckpointEntry) -> tuple[str, str]:

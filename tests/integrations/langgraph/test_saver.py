@@ -554,3 +554,16 @@ def test_a_list_read_back_after_a_restart_still_grows_by_its_new_items(
     put(restarted, "t", first, {"m": ["x", "b", "c"]}, {"m": 3}, {"m": 3})
     nodes = [r.payload for r in records(stores[0], SCHEMA_VALUE)]
     assert (nodes[-1]["base"], len(nodes[-1]["items"])) == (None, 3)
+
+
+def test_special_writes_in_one_call_apply_in_order(
+    sqlite_store: SqlAlchemyTraceStore,
+) -> None:
+    saver = GoatherdSaver(sqlite_store)
+    stored = saver.put(config("t"), checkpoint({}, {}), {}, {})
+    saver.put_writes(stored, [(ERROR, 1)], "task")
+    saver.put_writes(stored, [(ERROR, 0), (ERROR, 1), (ERROR, 1)], "task")
+    got = GoatherdSaver(sqlite_store).get_tuple(stored)
+    assert got is not None
+    assert got.pending_writes == [("task", ERROR, 1)]
+    assert len(records(sqlite_store, SCHEMA_WRITE)) == 3
