@@ -2,14 +2,21 @@
 
 Endpoints (the kernel seed's contract plus the viewer's needs):
 
-- ``GET /api/health``: liveness, bus presence, fact count.
+- ``GET /api/health``: liveness, bus presence, the number of records.
 - ``GET /api/records?path=&through=&mode=&after=&limit=``: see ``query.py``.
 - ``GET /api/records/{record_id}``: every path entry of one record.
 - ``GET /api/owners``: the owner paths with their entry counts.
 - ``GET /api/scopes``: the scope tree with lifecycle states, the scopes
-  recovery would list (see ``goatherd.projections.scope_tree``).
-- ``GET /api/events``: server-sent events, one per appended record, when a bus
+  recovery would list (see ``goatherd.projections.runtime_state``).
+- ``GET /api/events``: server-sent events, one per new log entry, when a bus
   is attached (503 without one: the client polls ``/api/records``).
+- ``GET /api/projections``: the index's read models (built-ins and the ones
+  passed to ``create_app``) with their positions; ``/api/projections/{name}``
+  the rows of a keyed-row view.
+
+Every request must name an allowed ``Host`` (default: loopback names; the
+server adds its bound address): a web page that rebinds its DNS name to
+127.0.0.1 gets 421, never a payload.
 - ``GET /``: the browser viewer (``static/``).
 
 The service never writes the trace database: its index (the UI index and
@@ -22,11 +29,12 @@ events, and the client repairs by re-reading ``/api/records``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import StaticPool
@@ -36,6 +44,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from goatherd.domain.effects import EffectEvent
 from goatherd.domain.store import TraceStore
@@ -54,18 +63,53 @@ from goatherd.infrastructure.traceui.query import (
     records_page_json,
 )
 from goatherd.projections import (
+    Projection,
     RuntimeStateProjection,
     UiIndexProjection,
     listed_scopes,
     scope_json,
 )
 
-__all__ = ["HEARTBEAT_SECONDS", "create_app", "event_json", "memory_index_engine"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "LOOPBACK_HOSTS",
+    "create_app",
+    "event_json",
+    "memory_index_engine",
+]
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
 HEARTBEAT_SECONDS: Final = 15.0
 _UI_INDEX: Final = UiIndexProjection.name
 _SCOPES: Final = RuntimeStateProjection.name
+LOOPBACK_HOSTS: Final = ("localhost", "127.0.0.1", "::1")
+
+
+def _host_of(header: str) -> str:
+    """Return the host of a ``Host`` header, without port or IPv6 brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+class _AllowedHosts:
+    """Answer 421 to any request whose ``Host`` is not on the allowlist."""
+
+    def __init__(self, app: ASGIApp, hosts: tuple[str, ...]) -> None:
+        self._app = app
+        self._any = "*" in hosts
+        self._hosts = frozenset(h.strip("[]").lower() for h in hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and not self._any:
+            headers = dict(scope.get("headers") or [])
+            host = _host_of(headers.get(b"host", b"").decode("latin-1"))
+            if host not in self._hosts:
+                response = _error(f"host {host!r} is not allowed here", 421)
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
 
 def memory_index_engine() -> Engine:
@@ -104,9 +148,19 @@ def _error(message: str, status: int) -> Response:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def _row_json(row: object) -> object:
+    if dataclasses.is_dataclass(row) and not isinstance(row, type):
+        return dataclasses.asdict(row)
+    return row
+
+
 class _Service:
     def __init__(
-        self, store: TraceStore, bus: EffectBus | None, engine: Engine
+        self,
+        store: TraceStore,
+        bus: EffectBus | None,
+        engine: Engine,
+        extra: tuple[Projection[Any], ...],
     ) -> None:
         self.store = store
         self.bus = bus
@@ -115,9 +169,11 @@ class _Service:
             (
                 UiIndexProjection(SqlUiIndexView.bind),
                 RuntimeStateProjection(runtime_state_view_factory("traceui_")),
+                *extra,
             ),
             engine=engine,
         )
+        self.extra = tuple(p.name for p in extra)
 
     def _indexed(self, name: str, read: Callable[..., str]) -> str:
         self.runner.catch_up()
@@ -127,7 +183,12 @@ class _Service:
     async def health(self, request: Request) -> Response:
         count = await run_in_threadpool(self.store.fact_count)
         return JSONResponse(
-            {"status": "ok", "bus": self.bus is not None, "fact_count": count}
+            {
+                "status": "ok",
+                "bus": self.bus is not None,
+                "records": count,
+                "fact_count": count,
+            }
         )
 
     async def records(self, request: Request) -> Response:
@@ -167,6 +228,35 @@ class _Service:
 
         return _json(await run_in_threadpool(self._indexed, _SCOPES, read))
 
+    async def projections(self, request: Request) -> Response:
+        def read() -> str:
+            self.runner.catch_up()
+            rows = [
+                {"name": s.name, "version": s.version, "position": s.position}
+                for s in self.runner.status()
+            ]
+            return json.dumps({"projections": rows}, separators=(",", ":"))
+
+        return _json(await run_in_threadpool(read))
+
+    async def projection_rows(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in self.extra:
+            return _error(f"unknown projection: {name}", 404)
+
+        def read(view: object) -> str:
+            rows = getattr(view, "rows", None)
+            if rows is None:
+                raise QueryError(f"projection {name} has no keyed rows to list")
+            items = [_row_json(row) for row in rows()]
+            return json.dumps({"rows": items}, separators=(",", ":"), default=str)
+
+        try:
+            text = await run_in_threadpool(self._indexed, name, read)
+        except QueryError as exc:
+            return _error(str(exc), 400)
+        return _json(text)
+
     async def events(self, request: Request) -> Response:
         if self.bus is None:
             return _error("no effect bus attached: poll /api/records instead", 503)
@@ -204,13 +294,17 @@ def create_app(
     bus: EffectBus | None = None,
     *,
     index_engine: Engine | None = None,
-) -> Starlette:
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+    projections: tuple[Projection[Any], ...] = (),
+) -> ASGIApp:
     """Build the read-only trace UI app over ``store`` (live events with ``bus``).
 
     ``index_engine`` holds the UI's private index (default: in-memory SQLite);
-    nothing is ever written to the trace database.
+    nothing is ever written to the trace database. ``allowed_hosts`` are the
+    ``Host`` names a request may carry (``"*"``: any). ``projections`` are
+    your own read models, folded into the private index too.
     """
-    service = _Service(store, bus, index_engine or memory_index_engine())
+    service = _Service(store, bus, index_engine or memory_index_engine(), projections)
     app = Starlette(
         routes=[
             Route("/", service.index),
@@ -220,8 +314,10 @@ def create_app(
             Route("/api/owners", service.owners),
             Route("/api/scopes", service.scopes),
             Route("/api/events", service.events),
+            Route("/api/projections", service.projections),
+            Route("/api/projections/{name:path}", service.projection_rows),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ]
     )
     app.state.service = service
-    return app
+    return _AllowedHosts(app, allowed_hosts)

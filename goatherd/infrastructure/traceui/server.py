@@ -1,22 +1,25 @@
 """Serving the trace UI: ``serve`` (blocking, for the CLI) and a background server.
 
 The default address is loopback (``127.0.0.1:8321``): the UI shows payloads,
-so exposing it beyond the machine is an explicit choice of the caller.
+so exposing it beyond the machine is an explicit choice of the caller. The
+server answers only requests whose ``Host`` is a loopback name or the bound
+address (plus ``allowed_hosts``), which defeats DNS rebinding.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Final
+from typing import Any, Final
 
 import uvicorn
 
 from goatherd.domain.store import TraceStore
 from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.traceui.app import create_app
+from goatherd.infrastructure.traceui.app import LOOPBACK_HOSTS, create_app
+from goatherd.projections import Projection
 
-__all__ = ["DEFAULT_ADDR", "TraceUiServer", "parse_addr", "serve"]
+__all__ = ["DEFAULT_ADDR", "TraceUiServer", "allowed_hosts_for", "parse_addr", "serve"]
 
 DEFAULT_ADDR: Final = "127.0.0.1:8321"
 
@@ -33,10 +36,28 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _config(store: TraceStore, bus: EffectBus | None, addr: str) -> uvicorn.Config:
+def allowed_hosts_for(host: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Return the Host names a server bound to ``host`` answers (plus ``extra``)."""
+    bound = () if host in ("0.0.0.0", "::") else (host,)  # noqa: S104 - compared only
+    return (*LOOPBACK_HOSTS, *bound, *extra)
+
+
+def _config(
+    store: TraceStore,
+    bus: EffectBus | None,
+    addr: str,
+    allowed_hosts: tuple[str, ...] = (),
+    projections: tuple[Projection[Any], ...] = (),
+) -> uvicorn.Config:
     host, port = parse_addr(addr)
+    app = create_app(
+        store,
+        bus,
+        allowed_hosts=allowed_hosts_for(host, allowed_hosts),
+        projections=projections,
+    )
     return uvicorn.Config(
-        create_app(store, bus),
+        app,
         host=host,
         port=port,
         log_level="warning",
@@ -45,10 +66,19 @@ def _config(store: TraceStore, bus: EffectBus | None, addr: str) -> uvicorn.Conf
 
 
 def serve(
-    store: TraceStore, bus: EffectBus | None = None, addr: str = DEFAULT_ADDR
+    store: TraceStore,
+    bus: EffectBus | None = None,
+    addr: str = DEFAULT_ADDR,
+    *,
+    allowed_hosts: tuple[str, ...] = (),
+    projections: tuple[Projection[Any], ...] = (),
 ) -> None:
-    """Serve the trace UI until interrupted (``goatherd traceui``)."""
-    uvicorn.Server(_config(store, bus, addr)).run()
+    """Serve the trace UI until interrupted (``goatherd traceui``).
+
+    ``allowed_hosts`` extends the Host allowlist (loopback names and the
+    bound address); ``projections`` adds your read models to the index.
+    """
+    uvicorn.Server(_config(store, bus, addr, allowed_hosts, projections)).run()
 
 
 class TraceUiServer:
@@ -59,9 +89,14 @@ class TraceUiServer:
     """
 
     def __init__(
-        self, store: TraceStore, bus: EffectBus | None = None, addr: str = "127.0.0.1:0"
+        self,
+        store: TraceStore,
+        bus: EffectBus | None = None,
+        addr: str = "127.0.0.1:0",
+        *,
+        allowed_hosts: tuple[str, ...] = (),
     ) -> None:
-        self._server = uvicorn.Server(_config(store, bus, addr))
+        self._server = uvicorn.Server(_config(store, bus, addr, allowed_hosts))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     @property

@@ -21,6 +21,8 @@ from goatherd import (
     AppendBatch,
     AppendGroup,
     RecordDraft,
+)
+from goatherd.domain import (
     RecordInputError,
     record_digest,
     root_witness_record_id,

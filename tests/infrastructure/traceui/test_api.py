@@ -36,10 +36,13 @@ def _records(client, **params):
     return response.json()
 
 
-def test_health_reports_liveness_bus_presence_and_fact_count(store, client) -> None:
+def test_health_reports_liveness_bus_presence_and_the_record_count(
+    store, client
+) -> None:
     assert client.get("/api/health").json() == {
         "status": "ok",
         "bus": False,
+        "records": store.fact_count(),
         "fact_count": store.fact_count(),
     }
 
@@ -74,6 +77,8 @@ def test_records_carry_payloads_and_causal_edges_and_arrays_are_never_null(
     assert root["parents"] == []
     assert _records(client, path="nobody") == {
         "count": 0,
+        "limit": 1000,
+        "truncated": False,
         "next_after": None,
         "records": [],
     }
@@ -98,11 +103,13 @@ def test_mode_filters_declarations_and_captures(client) -> None:
     assert {r["mode"] for r in captured} == {"capture"}
 
 
-def test_pages_continue_after_the_last_position(client) -> None:
+def test_pages_continue_after_the_last_position_and_say_when_cut(client) -> None:
     first = _records(client, path="root", limit="3")
     assert first["count"] == 3
+    assert first["truncated"] is True
     rest = _records(client, path="root", after=str(first["next_after"]))
     assert rest["next_after"] is None
+    assert rest["truncated"] is False
     assert len(rest["records"]) == 1
 
 

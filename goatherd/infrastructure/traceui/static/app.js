@@ -51,7 +51,7 @@ function addRecords(records, fresh) {
     state.seen.add(`${record.owner}@${record.ordinal}`);
     list.append(recordNode(record, fresh));
   }
-  $("record-count").textContent = `${state.records.length} shown`;
+  $("record-count").textContent = `${state.records.length} path entries shown`;
   if (state.view === "graph") drawGraph();
 }
 
@@ -223,7 +223,7 @@ async function main() {
   $("show-graph").addEventListener("click", () => showView("graph"));
   $("owner-filter").addEventListener("input", loadOwners);
   const health = await getJSON("/api/health");
-  $("health").textContent = `${health.fact_count} facts`;
+  $("health").textContent = `${health.records} records`;
   await Promise.all([loadOwners(), loadScopes(), loadRecords(true)]);
   if (health.bus) connectLive(); else setInterval(poll, 2000);
 }

@@ -1,0 +1,248 @@
+"""The lifecycle commands through the real CLI, on SQLite and PostgreSQL.
+
+A session is recorded with the Python API (a git project, a root scope in
+place, isolated attempts in worktrees, a checkpoint); the commands then work
+on it from the shell as a new process would: recovery rebuilds the manager,
+worktrees are re-adopted from the fork records, the root's repository comes
+from ``--workspace``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goatherd.application import SandboxSpec
+from goatherd.cli import main
+from goatherd.domain import ScopeState
+from goatherd.infrastructure import (
+    new_local_git_sandbox,
+    new_worktree_sandbox,
+    open_runtime,
+)
+from tests.infrastructure.backends import durable_store_url
+
+__all__ = ["durable_store_url"]
+
+pytestmark = pytest.mark.integration
+ROOT = "agent:main"
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    subprocess.run(["git", *args], cwd=repo, check=True, env=env, capture_output=True)
+
+
+def _session(db: str, tmp: Path) -> dict[str, str]:
+    """Record a root, two isolated attempts (sealed, unsettled) and a checkpoint."""
+    repo = tmp / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "app.txt").write_text("one\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "start")
+    ids: dict[str, str] = {"repo": str(repo)}
+    with open_runtime(db) as runtime:
+        mgr = runtime.new_manager()
+        root = mgr.create(ROOT, new_local_git_sandbox(repo)).unwrap()
+        ids["checkpoint"] = mgr.create_checkpoint(root.id, b"conversation").unwrap().id
+        for n in range(2):
+            sandbox = new_worktree_sandbox(repo, tmp / f"try-{n}")
+            sandbox.create(SandboxSpec())
+            forked = mgr.fork_isolated(root.id, f"{ROOT}:try-{n}", None, sandbox)
+            child = forked.unwrap()
+            baseline = child.baseline()
+            assert baseline is not None
+            child.apply_workspace(baseline).unwrap()
+            (tmp / f"try-{n}" / "app.txt").write_text(f"attempt {n}\n")
+            ids[f"out{n}"] = mgr.seal(child.id).unwrap().id
+            ids[f"scope{n}"] = child.id
+    return ids
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _json(capsys, *argv: str) -> Any:
+    code, out, err = _run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def session(durable_store_url: str, tmp_path: Path) -> tuple[str, dict[str, str]]:
+    return durable_store_url, _session(durable_store_url, tmp_path)
+
+
+class TestLifecycle:
+    def test_scopes_lists_the_tree_with_states_and_outputs(
+        self, session, capsys
+    ) -> None:
+        db, ids = session
+        tree = _json(capsys, "scopes", "--db", db)
+        states = {s["id"]: s["state"] for s in tree["scopes"]}
+        assert states[ids["scope0"]] == "active"
+        outputs = {o["id"]: o["state"] for s in tree["scopes"] for o in s["outputs"]}
+        assert outputs[ids["out0"]] == "unconsumed"
+        code, text, _ = _run(capsys, "--db", db, "scopes")
+        assert code == 0
+        assert ids["scope1"] in text
+
+    def test_diff_of_an_output_is_a_unified_diff_against_its_base(
+        self, session, capsys
+    ) -> None:
+        db, ids = session
+        code, out, err = _run(capsys, "diff", ids["out0"], "--db", db)
+        assert code == 0, err
+        assert "-one" in out
+        assert "+attempt 0" in out
+        assert "\x1b[" not in out  # no colour when not on a terminal
+        colored = _run(capsys, "diff", ids["out0"], "--db", db, "--color", "always")
+        assert "\x1b[32m+attempt 0" in colored[1]
+
+    def test_diff_of_a_live_scope_reads_its_worktree(self, session, capsys) -> None:
+        db, ids = session
+        data = _json(capsys, "diff", ids["scope1"], "--db", db)
+        assert "+attempt 1" in data["diff"]
+
+    def test_checkout_writes_an_outputs_files_into_a_new_directory(
+        self, session, capsys, tmp_path
+    ) -> None:
+        db, ids = session
+        target = tmp_path / "out"
+        data = _json(
+            capsys,
+            "checkout",
+            ids["checkpoint"],
+            str(target),
+            "--db",
+            db,
+            "--workspace",
+            ids["repo"],
+        )
+        assert data["files"] == 1
+        assert (target / "app.txt").read_text() == "one\n"
+        code, _, err = _run(capsys, "checkout", ids["out0"], str(target), "--db", db)
+        assert code == 1
+        assert "not an empty directory" in err
+
+    def test_settle_select_then_a_second_settle_is_refused(
+        self, session, capsys
+    ) -> None:
+        db, ids = session
+        repo = Path(ids["repo"])
+        code, _, err = _run(
+            capsys,
+            "settle",
+            ids["out1"],
+            "select",
+            "--db",
+            db,
+            "--workspace",
+            str(repo),
+        )
+        assert code == 0, err
+        assert (repo / "app.txt").read_text() == "attempt 1\n"
+        code, _, err = _run(
+            capsys,
+            "settle",
+            ids["out1"],
+            "release",
+            "--db",
+            db,
+            "--workspace",
+            str(repo),
+        )
+        assert code == 1
+        assert err.count("\n") == 1
+        assert "out:" in err
+
+    def test_select_without_the_roots_workspace_says_how_to_name_it(
+        self, session, capsys
+    ) -> None:
+        db, ids = session
+        code, _, err = _run(capsys, "settle", ids["out0"], "select", "--db", db)
+        assert code == 1
+        assert "--workspace" in err
+        assert err.count("\n") == 1
+        tree = _json(capsys, "scopes", "--db", db)
+        outputs = {o["id"]: o["state"] for s in tree["scopes"] for o in s["outputs"]}
+        assert outputs[ids["out0"]] == "unconsumed"  # nothing consumed
+
+    def test_restore_applies_a_checkpoint_once(self, session, capsys, tmp_path) -> None:
+        db, ids = session
+        repo = Path(ids["repo"])
+        (repo / "app.txt").write_text("a mess\n")
+        snapshot = tmp_path / "snapshot.bin"
+        args = ["restore", ids["checkpoint"], "--db", db, "--workspace", str(repo)]
+        code, _, err = _run(capsys, *args, "--snapshot-to", str(snapshot))
+        assert code == 0, err
+        assert (repo / "app.txt").read_text() == "one\n"
+        assert snapshot.read_bytes() == b"conversation"
+        code, _, err = _run(capsys, *args)
+        assert code == 1
+        assert ids["checkpoint"] in err
+
+    def test_cut_publish_and_resolve_and_history(self, session, capsys) -> None:
+        db, _ = session
+        log = _json(capsys, "log", "--db", db, "--owner", ROOT)
+        record = [e for e in log if e["owner"] == ROOT][-1]["record_id"]
+        published = _json(
+            capsys, "cut", "publish", "cut:1", ROOT, record[7:19], "--db", db
+        )
+        assert published["through_record_id"] == record
+        resolved = _json(capsys, "cut", "resolve", "cut:1", "--db", db)
+        assert resolved["records"][-1]["record_id"] == record
+        code, _, err = _run(capsys, "history", "nobody", "--db", db)
+        assert code == 1
+        assert "neither a cut id nor an owner path" in err
+
+
+def _shell(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "goatherd", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_stray_active_scope_and_an_unconsumed_output_are_cleaned_from_the_shell(
+    durable_store_url: str, tmp_path: Path
+) -> None:
+    # The state two collided demos leave: active attempts with worktrees on
+    # disk and sealed outputs nobody settled.
+    ids = _session(durable_store_url, tmp_path)
+    env = {**os.environ, "GOATHERD_DB": durable_store_url}
+    tree = json.loads(_shell("scopes", "--json", env=env).stdout)
+    stray = [s["id"] for s in tree["scopes"] if s["state"] == "active" and s["parent"]]
+    assert stray == [ids["scope0"], ids["scope1"]]
+    # Cleanup from the shell: discarding an output discards its scope too;
+    # the other stray scope is discarded directly.
+    done = _shell("settle", ids["out0"], "discard", env=env)
+    assert done.returncode == 0, done.stderr
+    done = _shell("discard", ids["scope1"], env=env)
+    assert done.returncode == 0, done.stderr
+    tree = json.loads(_shell("scopes", "--json", env=env).stdout)
+    states = {s["id"]: s["state"] for s in tree["scopes"]}
+    assert states[ids["scope0"]] == ScopeState.DISCARDED.value
+    assert states[ids["scope1"]] == ScopeState.DISCARDED.value
+    assert not (tmp_path / "try-0").exists()
+    assert not (tmp_path / "try-1").exists()
