@@ -5,11 +5,16 @@ Read commands open the trace with the read-only opener; write commands
 prove that the trace exists with that same opener, so that no command ever
 creates a database it was not asked to create (only ``import`` creates one).
 
-Sandboxes come back the way recovery brings them back: the trace records the
-backend and directory of every isolated (worktree) child; a root scope's
-workspace is not recorded, so the user names it with ``--workspace [SCOPE=]DIR``
-(default ``$GOATHERD_WORKSPACE``). A scope whose sandbox cannot be found
-resolves to none, and a command that needs it says so in one line.
+Sandboxes come back the way the runtime re-adopts them: the trace records the
+backend and address of every root (``scope.created``) and of every isolated
+(worktree) child (``scope.forked``). An isolated child's worktree is used
+where it was recorded; a root's repository is the one named with
+``--workspace [SCOPE=]DIR`` (default ``$GOATHERD_WORKSPACE``), else the git
+directory its record names, when it exists on this machine. A scope whose
+sandbox cannot be found resolves to none, and a command that needs it says so
+in one line. Sandboxes are resolved on demand by the command's manager, never
+by recovery: recovery with a resolver would record stale checkpoints as
+invalid, a write no command should make as a side effect.
 """
 
 from __future__ import annotations
@@ -17,15 +22,16 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from returns.result import Failure, Result
 
 from goatherd.application import Sandbox, SandboxResolver, ScopeManager
 from goatherd.cli.parser import WORKSPACE_ENV
+from goatherd.domain.scope import scope_id_for
 from goatherd.infrastructure import (
     Runtime,
     new_local_git_sandbox,
@@ -41,6 +47,7 @@ from goatherd.infrastructure.store import (
 __all__ = [
     "open_read_only",
     "open_writable",
+    "recorded_roots",
     "recovered",
     "repository_of",
     "unwrap",
@@ -48,6 +55,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+GIT_BACKEND: Final = "git"
+"""The backend name of git sandboxes (``GitSandbox.backend()``)."""
 
 
 def open_read_only(db: str) -> SqlAlchemyTraceStore:
@@ -103,18 +112,41 @@ def repository_of(worktree: Path) -> Path:
     return Path(out.stdout.strip()).parent
 
 
-def workspace_resolver(specs: list[str]) -> SandboxResolver:
-    """Return recovery's resolver for the CLI (see the module docstring)."""
+def recorded_roots(runtime: Runtime) -> dict[str, Path]:
+    """Return each root scope's recorded git directory that exists here."""
+    runtime.model.refresh()
+    return {
+        scope_id_for(scope.owner): Path(scope.sandbox_path)
+        for scope in runtime.model.scopes()
+        if scope.parent_owner is None
+        and scope.sandbox_backend == GIT_BACKEND
+        and scope.sandbox_path
+        and Path(scope.sandbox_path).is_dir()
+    }
+
+
+def workspace_resolver(
+    specs: list[str], recorded: Mapping[str, Path] | None = None
+) -> SandboxResolver:
+    """Return the CLI's resolver (see the module docstring).
+
+    Args:
+        specs: the ``--workspace`` values (``[SCOPE=]DIR``).
+        recorded: each root's recorded git directory (:func:`recorded_roots`).
+    """
     default, named = _workspaces(specs)
+    known = dict(recorded or {})
 
     def resolve(scope_id: str, backend: str, path: str) -> Sandbox | None:
-        if not backend and not path:
-            root = named.get(scope_id, default)
-            if root is None:
-                return None
-            return new_local_git_sandbox(root)
-        if backend == "git" and path and Path(path).is_dir():
-            return new_worktree_sandbox(repository_of(Path(path)), path)
+        if not backend and not path:  # a root, as the resolver contract asks
+            root = named.get(scope_id, default) or known.get(scope_id)
+            return None if root is None else new_local_git_sandbox(root)
+        if backend == GIT_BACKEND and path and Path(path).is_dir():
+            try:
+                repository = repository_of(Path(path))
+            except subprocess.CalledProcessError:
+                return None  # not a worktree any more (its repository moved)
+            return new_worktree_sandbox(repository, path)
         return None
 
     return resolve
@@ -124,18 +156,22 @@ def workspace_resolver(specs: list[str]) -> SandboxResolver:
 def recovered(
     args: argparse.Namespace, *, writable: bool = False, sandboxes: bool = False
 ) -> Iterator[tuple[Runtime, ScopeManager, SqlAlchemyTraceStore]]:
-    """Yield the scope manager recovery rebuilds from ``args.db``.
+    """Yield a scope manager over ``args.db`` as recovery checks it.
 
-    ``writable`` opens the existing trace for writing (else read-only);
-    ``sandboxes`` re-adopts workspaces through :func:`workspace_resolver`.
+    Recovery (without a resolver: it writes nothing) refuses an inconsistent
+    or undecodable trace. ``writable`` opens the existing trace for writing
+    (else read-only); ``sandboxes`` gives a manager that re-adopts workspaces
+    on demand through :func:`workspace_resolver`.
     """
     specs: list[str] = getattr(args, "workspace", [])
     if writable:
         _require_existing(args.db)
     runtime = open_runtime(args.db, bus=False, read_only=not writable)
     try:
-        resolver = workspace_resolver(specs) if sandboxes else None
-        manager = unwrap(runtime.recover(resolver))
+        manager = unwrap(runtime.recover(None))
+        if sandboxes:
+            resolver = workspace_resolver(specs, recorded_roots(runtime))
+            manager = runtime.new_manager(resolver)
         yield runtime, manager, runtime.store
     finally:
         runtime.close()

@@ -35,7 +35,7 @@ from goatherd.cli.recover_cmd import (
 )
 from goatherd.cli.text import clean
 from goatherd.domain import SettlementAction, WorkspaceState
-from goatherd.infrastructure import GitSandbox, new_worktree_sandbox
+from goatherd.infrastructure import GitSandbox, Runtime, new_worktree_sandbox
 
 __all__ = [
     "cmd_checkout",
@@ -47,8 +47,9 @@ __all__ = [
 ]
 
 _NO_WORKSPACE = (
-    "its workspace is not known here: the trace records only forked worktrees;"
-    " name the root's repository with --workspace DIR (or $GOATHERD_WORKSPACE)"
+    "its workspace cannot be re-adopted here (no git directory the trace"
+    " records for it exists on this machine); name the root's repository"
+    " with --workspace DIR (or $GOATHERD_WORKSPACE)"
 )
 _VERBS = {
     "select": "SELECT",
@@ -132,16 +133,25 @@ def _check_git(state: WorkspaceState, what: str) -> None:
         )
 
 
-def _output_diff(manager: ScopeManager, output_id: str) -> str:
+def _output_diff(runtime: Runtime, manager: ScopeManager, output_id: str) -> str:
+    """Return the output's stored diff, rebuilt from git when it was cut short."""
     output = manager.output(output_id)
     if output is None:
         raise CommandError(f"unknown output {output_id!r}")
-    if output.diff:
-        return output.diff
-    _check_git(output.workspace, output_id)
-    with _scratch(_repository(manager.get(output.scope_id))) as sandbox:
-        sandbox.apply(output.workspace)
-        text, _files = sandbox.diff(output.baseline, 0)
+    stored = output.diff
+    if stored and not runtime.model.output(output_id).diff_truncated:
+        return stored
+    try:
+        _check_git(output.workspace, output_id)
+        with _scratch(_repository(manager.get(output.scope_id))) as sandbox:
+            sandbox.apply(output.workspace)
+            text, _files = sandbox.diff(output.baseline, 0)
+    except CommandError as error:
+        if not stored:
+            raise
+        note = f"the stored diff was cut at the blob limit; not rebuilt: {error}"
+        print(clean(f"goatherd: {note}"), file=sys.stderr)
+        return stored
     return text
 
 
@@ -174,9 +184,9 @@ def _colored(text: str, mode: str) -> str:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Print a unified diff of a scope (live) or an output (sealed)."""
-    with recovered(args, sandboxes=True) as (_, manager, _store):
+    with recovered(args, sandboxes=True) as (runtime, manager, _store):
         if args.target.startswith("out:"):
-            text = _output_diff(manager, args.target)
+            text = _output_diff(runtime, manager, args.target)
         else:
             text = _scope_diff(manager, args.target)
     if args.json:

@@ -243,8 +243,8 @@ def _workspace_option(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="[SCOPE=]DIR",
         help=(
-            "where a root scope's workspace (a git repository) lives; the trace"
-            f" records only forked worktrees (default ${WORKSPACE_ENV})"
+            "where a root scope's workspace (a git repository) lives, when not"
+            f" where its record says (default ${WORKSPACE_ENV}, else the record)"
         ),
     )
 

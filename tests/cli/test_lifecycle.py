@@ -172,10 +172,21 @@ class TestLifecycle:
         assert err.count("\n") == 1
         assert "out:" in err
 
-    def test_select_without_the_roots_workspace_says_how_to_name_it(
+    def test_select_finds_the_roots_repository_where_its_record_says(
         self, session, capsys
     ) -> None:
         db, ids = session
+        code, out, err = _run(capsys, "settle", ids["out0"], "select", "--db", db)
+        assert code == 0, err
+        assert (Path(ids["repo"]) / "app.txt").read_text() == "attempt 0\n"
+        assert "selected" in out
+
+    def test_select_with_the_repository_gone_says_how_to_name_it(
+        self, session, capsys, tmp_path
+    ) -> None:
+        db, ids = session
+        moved = tmp_path / "moved"
+        Path(ids["repo"]).rename(moved)
         code, _, err = _run(capsys, "settle", ids["out0"], "select", "--db", db)
         assert code == 1
         assert "--workspace" in err
@@ -183,6 +194,13 @@ class TestLifecycle:
         tree = _json(capsys, "scopes", "--db", db)
         outputs = {o["id"]: o["state"] for s in tree["scopes"] for o in s["outputs"]}
         assert outputs[ids["out0"]] == "unconsumed"  # nothing consumed
+        assert (moved / "app.txt").read_text() == "one\n"
+        code, _, err = _run(
+            capsys, "settle", ids["out0"], "select", "--db", db, "--workspace",
+            str(moved),
+        )  # fmt: skip
+        assert code == 0, err
+        assert (moved / "app.txt").read_text() == "attempt 0\n"
 
     def test_restore_applies_a_checkpoint_once(self, session, capsys, tmp_path) -> None:
         db, ids = session
@@ -246,3 +264,38 @@ def test_a_stray_active_scope_and_an_unconsumed_output_are_cleaned_from_the_shel
     assert states[ids["scope1"]] == ScopeState.DISCARDED.value
     assert not (tmp_path / "try-0").exists()
     assert not (tmp_path / "try-1").exists()
+
+
+def test_diff_of_an_output_cut_at_the_blob_limit_is_rebuilt_from_git(
+    tmp_path: Path, capsys
+) -> None:
+    db = str(tmp_path / "trace.sqlite")
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "app.txt").write_text("one\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "start")
+    with open_runtime(db) as runtime:
+        runtime.store.with_checkpoint_blob_limit(300)
+        mgr = runtime.new_manager()
+        root = mgr.create(ROOT, new_local_git_sandbox(repo)).unwrap()
+        sandbox = new_worktree_sandbox(repo, tmp_path / "try")
+        sandbox.create(SandboxSpec())
+        child = mgr.fork_isolated(root.id, f"{ROOT}:try", None, sandbox).unwrap()
+        lines = "".join(f"line {n}\n" for n in range(200))
+        (tmp_path / "try" / "app.txt").write_text(lines)
+        out = mgr.seal(child.id).unwrap()
+        assert len(out.diff.encode()) <= 300
+    code, text, err = _run(capsys, "diff", out.id, "--db", db)
+    assert code == 0, err
+    assert "+line 199" in text
+    assert err == ""
+    (tmp_path / "try").rename(tmp_path / "gone")
+    repo.rename(tmp_path / "elsewhere")
+    code, text, err = _run(capsys, "diff", out.id, "--db", db)
+    assert code == 0, err
+    assert "+line 0" in text
+    assert "+line 199" not in text
+    assert "cut at the blob limit; not rebuilt" in err
+    assert err.count("\n") == 1
