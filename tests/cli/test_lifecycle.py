@@ -120,6 +120,23 @@ class TestLifecycle:
         data = _json(capsys, "diff", ids["scope1"], "--db", db)
         assert "+attempt 1" in data["diff"]
 
+    def test_reading_commands_record_nothing_when_a_checkpoint_went_stale(
+        self, session, capsys, tmp_path
+    ) -> None:
+        db, ids = session
+        repo = Path(ids["repo"])
+        (repo / "new.txt").write_text("moved on\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", "the root moved past its checkpoint")
+        before = _json(capsys, "stats", "--db", db)
+        _json(capsys, "diff", ids["scope1"], "--db", db)
+        _json(capsys, "checkout", ids["scope0"], str(tmp_path / "c"), "--db", db)
+        _json(capsys, "scopes", "--db", db)
+        assert _json(capsys, "stats", "--db", db) == before
+        tree = _json(capsys, "scopes", "--db", db)
+        states = {c["id"]: c["state"] for c in tree["checkpoints"]}
+        assert states[ids["checkpoint"]] == "valid"
+
     def test_checkout_writes_an_outputs_files_into_a_new_directory(
         self, session, capsys, tmp_path
     ) -> None:
