@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from goatherd.cli.common import open_read_only
 from goatherd.cli.output import ProgressBar, emit_json, short_id
-from goatherd.cli.text import clean, clean_lines
+from goatherd.cli.text import clean, clean_lines, json_safe, one_line
 from goatherd.domain.log import LogEntry
 from goatherd.domain.records import Record
 from goatherd.infrastructure.inspection import (
@@ -92,7 +92,8 @@ def _selected(store: SqlAlchemyTraceStore, args: argparse.Namespace) -> list[Log
 def _emit(entry: LogEntry, as_json: bool) -> None:
     if as_json:
         line = _log_json(entry.position, entry.append_intent_id, entry.record)
-        print(json.dumps(line, sort_keys=True, ensure_ascii=False), flush=True)
+        text = json.dumps(line, sort_keys=True, ensure_ascii=False)
+        print(json_safe(text), flush=True)
     else:
         print(_log_line(entry.position, entry.record), flush=True)
 
@@ -232,7 +233,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         )
         return 0
     first = report.problems[0]
-    print(f"verify failed: {first}", file=sys.stderr)
+    print(f"verify failed: {one_line(str(first))}", file=sys.stderr)
     for problem in report.problems[1:10]:
-        print(f"  also: {problem}", file=sys.stderr)
+        print(f"  also: {one_line(str(problem))}", file=sys.stderr)
     return 1

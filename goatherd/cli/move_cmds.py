@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -30,16 +31,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_lines(source: str) -> list[str]:
+    """Read an export's lines, split at line feeds only.
+
+    ``str.splitlines`` and universal newlines also split at U+0085, U+2028,
+    U+2029 and other separators, which JSON strings may hold unescaped.
+    """
+    if source == "-":
+        stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="\n")
+        return list(stream)
+    with open(source, encoding="utf-8", newline="\n") as file:
+        return list(file)
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     """Prove every line of the export, then write it in one transaction."""
     bar = ProgressBar()
     target = args.db
     if "://" not in target and Path(target).exists() and Path(target).stat().st_size:
         raise ValueError(f"{clean(target)} already exists: import into a new database")
-    if args.source == "-":
-        lines = sys.stdin.readlines()
-    else:
-        lines = Path(args.source).read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = _export_lines(args.source)
     with open_trace_store(target) as store:
         summary = import_trace(lines, store, progress=bar)
     bar.finish()

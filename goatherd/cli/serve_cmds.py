@@ -12,7 +12,6 @@ import argparse
 import errno
 import importlib
 import socket
-import sys
 from typing import Any
 
 from goatherd.cli.common import open_read_only, open_writable
@@ -24,7 +23,7 @@ from goatherd.infrastructure.projection_runner import (
     ProjectionRunner,
     builtin_projections,
 )
-from goatherd.infrastructure.traceui.server import parse_addr, serve
+from goatherd.infrastructure.traceui.server import listen, parse_addr, serve, url_of
 from goatherd.infrastructure.traceui.tail import LogTailer
 from goatherd.projections import Projection
 
@@ -55,12 +54,20 @@ def load_projection(spec: str) -> Projection[Any]:
     target = getattr(module, name, None)
     if target is None:
         raise ValueError(f"--module {spec}: {module_name} has no {name!r}")
-    value = target if isinstance(target, Projection) else target()
+    not_one = (
+        f"--module {spec}: {name} is not a Projection, a Projection class"
+        " or a factory returning one"
+    )
+    if isinstance(target, Projection):
+        return target
+    if not callable(target):
+        raise ValueError(not_one)
+    try:
+        value = target()
+    except Exception as error:  # the user's code: report it, in one line
+        raise ValueError(f"--module {spec}: {name}() failed: {error}") from error
     if not isinstance(value, Projection):
-        raise ValueError(
-            f"--module {spec}: {name} is not a Projection, a Projection class"
-            " or a factory returning one"
-        )
+        raise ValueError(not_one)
     return value
 
 
@@ -68,39 +75,39 @@ def _projections(args: argparse.Namespace) -> list[Projection[Any]]:
     return [*builtin_projections(), *(load_projection(m) for m in args.module)]
 
 
-def _probe(host: str, port: int) -> None:
-    """Fail with exit code 3 before announcing anything if the port is taken."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            if error.errno == errno.EADDRINUSE:
-                raise CommandError(
-                    f"address {host}:{port} is already in use"
-                    " (another trace UI?); pick one with --addr HOST:PORT",
-                    EXIT_ADDRESS_IN_USE,
-                ) from error
-            raise CommandError(f"cannot listen on {host}:{port}: {error}") from error
+def _listen(addr: str) -> socket.socket:
+    """Bind the UI's socket, or fail in one line (exit code 3: address in use)."""
+    try:
+        return listen(addr)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"address {addr} is already in use (another trace UI?);"
+                " pick another with --addr HOST:PORT",
+                EXIT_ADDRESS_IN_USE,
+            ) from error
+        raise CommandError(f"cannot listen on {addr}: {error.strerror}") from error
 
 
 def cmd_traceui(args: argparse.Namespace) -> int:
     """Serve an existing trace, opened read-only, following new commits."""
-    host, port = parse_addr(args.addr)
+    parse_addr(args.addr)
     extra = [load_projection(m) for m in args.module]
-    if port:
-        _probe(host, port)
     store = open_read_only(args.db)
+    try:
+        sock = _listen(args.addr)
+    except BaseException:
+        store.close()
+        raise
     bus = EffectBus()
     tailer = LogTailer(store, bus, interval=args.interval).start()
     print(
         clean(
-            f"goatherd trace UI for {redact_url(args.db)} on http://{args.addr}/"
+            f"goatherd trace UI for {redact_url(args.db)} on {url_of(sock)}/"
             " (Ctrl-C to stop)"
-        )
+        ),
+        flush=True,
     )
-    sys.stdout.flush()
     try:
         serve(
             store,
@@ -108,8 +115,10 @@ def cmd_traceui(args: argparse.Namespace) -> int:
             args.addr,
             allowed_hosts=tuple(args.allow_host),
             projections=tuple(extra),
+            sock=sock,
         )
     finally:
+        sock.close()
         tailer.stop()
         bus.close()
         store.close()

@@ -8,6 +8,7 @@ address (plus ``allowed_hosts``), which defeats DNS rebinding.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any, Final
@@ -19,7 +20,15 @@ from goatherd.infrastructure.bus import EffectBus
 from goatherd.infrastructure.traceui.app import LOOPBACK_HOSTS, create_app
 from goatherd.projections import Projection
 
-__all__ = ["DEFAULT_ADDR", "TraceUiServer", "allowed_hosts_for", "parse_addr", "serve"]
+__all__ = [
+    "DEFAULT_ADDR",
+    "TraceUiServer",
+    "allowed_hosts_for",
+    "listen",
+    "parse_addr",
+    "serve",
+    "url_of",
+]
 
 DEFAULT_ADDR: Final = "127.0.0.1:8321"
 
@@ -72,13 +81,45 @@ def serve(
     *,
     allowed_hosts: tuple[str, ...] = (),
     projections: tuple[Projection[Any], ...] = (),
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve the trace UI until interrupted (``goatherd traceui``).
 
     ``allowed_hosts`` extends the Host allowlist (loopback names and the
-    bound address); ``projections`` adds your read models to the index.
+    bound address); ``projections`` adds your read models to the index;
+    ``sock`` is a socket the caller already bound to ``addr`` and listens on
+    (so a busy port is known before anything is announced).
     """
-    uvicorn.Server(_config(store, bus, addr, allowed_hosts, projections)).run()
+    server = uvicorn.Server(_config(store, bus, addr, allowed_hosts, projections))
+    server.run(sockets=None if sock is None else [sock])
+
+
+def listen(addr: str) -> socket.socket:
+    """Return a listening TCP socket bound to ``addr`` (``HOST:PORT``).
+
+    Raises:
+        ValueError: a malformed address.
+        OSError: the bind failed (``errno.EADDRINUSE``: the port is taken).
+    """
+    host, port = parse_addr(addr)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """Return ``http://HOST:PORT`` of a bound socket (IPv6 in brackets)."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 class TraceUiServer:
