@@ -1,8 +1,10 @@
 """The README's shell session runs as written (placeholders filled from the trace).
 
-``OUTPUT`` becomes the first output ``scopes`` lists (the finished demo has
-settled it, so ``settle`` must refuse it in one line), ``CHECKPOINT`` the first
-checkpoint; ``log --follow`` runs until it has printed an entry another
+The demo is killed mid-session (``--crash-after``: exit by SIGKILL), leaving
+an attempt's output unconsumed. ``OUTPUT`` becomes the first output ``scopes``
+lists (an unconsumed one: the first settle consumes it, the second is refused
+in one line), ``CHECKPOINT`` the first checkpoint; the second demo resumes
+and finishes; ``log --follow`` runs until it has printed an entry another
 process appended, then is stopped.
 """
 
@@ -47,6 +49,7 @@ def test_the_readme_cli_session_runs(tmp_path: Path) -> None:
     demo_dir = tmp_path / "gd"
     names: dict[str, str] = {}
     follow_seen = False
+    settled = False
     for argv in _commands():
         argv = [a.replace("/tmp/gd", str(demo_dir)) for a in argv]
         if argv[0] == "export":
@@ -60,14 +63,17 @@ def test_the_readme_cli_session_runs(tmp_path: Path) -> None:
             follow_seen = _follow(argv, env)
             continue
         done = _goatherd(argv, env)
-        if argv[0] == "settle":
-            # The finished demo settled every output: consume-once refuses a
-            # second settlement in one line and changes nothing.
+        if "--crash-after" in argv:
+            assert done.returncode in (-9, 137), done.stderr  # SIGKILL, as asked
+            continue
+        if argv[0] == "settle" and settled:
+            # Consume-once: a second settlement is refused in one line.
             assert done.returncode == 1, done.stdout
             assert "already settled" in done.stderr
             assert done.stderr.count("\n") == 1
             continue
         assert done.returncode == 0, (argv, done.stderr)
+        settled = settled or argv[0] == "settle"
         if argv[0] == "scopes":
             names.update(_placeholders(env))
         if argv[0] == "diff":
@@ -80,7 +86,7 @@ def _placeholders(env: dict[str, str]) -> dict[str, str]:
     tree = json.loads(_goatherd(["scopes", "--json"], env).stdout)
     outputs = [o for s in tree["scopes"] for o in s["outputs"]]
     checkpoints = tree["checkpoints"]
-    assert outputs
+    assert [o["state"] for o in outputs] == ["unconsumed"]
     assert checkpoints
     return {"OUTPUT": outputs[0]["id"], "CHECKPOINT": checkpoints[0]["id"]}
 
