@@ -353,6 +353,74 @@ class TestAsyncIteration:
         assert sub.get_nowait().position == 0
 
 
+class TestRingAndBatches:
+    def test_a_subscription_can_ask_for_a_larger_buffer_than_the_bus(self) -> None:
+        bus = EffectBus(4)
+        big = bus.subscribe("big", 1000)
+        small = bus.subscribe("small")
+        for n in range(500):
+            bus.publish(event(n))
+        assert (big.buffer_size, small.buffer_size) == (1000, 4)
+        assert positions(big.drain()) == list(range(500))
+        assert positions(small.drain()) == [496, 497, 498, 499]
+        assert (big.dropped, small.dropped) == (0, 496)
+
+    def test_every_subscription_numbers_the_bus_events_alike(self) -> None:
+        bus = EffectBus(8)
+        bus.publish(event(99))  # no subscriber: not numbered
+        first = bus.subscribe("first")
+        bus.publish(event(0))
+        second = bus.subscribe("second")
+        for n in range(1, 20):
+            bus.publish(event(n))
+        taken = first.take_all()  # 20 published, 8 kept: numbers 12..19
+        assert positions(taken) == list(range(12, 20))
+        assert first.next_seq - len(taken) == 12
+        assert first.dropped == 12
+        again = second.take_all()  # subscribed after event 0 (number 0)
+        assert positions(again) == list(range(12, 20))
+        assert second.next_seq == first.next_seq == 20
+
+    def test_wait_async_wakes_on_an_event_times_out_and_sees_close(self) -> None:
+        bus = EffectBus()
+        sub = bus.subscribe("sse")
+        wakers: list[str] = []
+
+        async def scenario() -> tuple[bool, bool, bool]:
+            loop = asyncio.get_running_loop()
+            original = loop.call_soon_threadsafe
+
+            def recording(*args: object) -> object:
+                wakers.append(threading.current_thread().name)
+                return original(*args)  # type: ignore[arg-type]
+
+            loop.call_soon_threadsafe = recording  # type: ignore[method-assign,assignment]
+            timed_out = await sub.wait_async(0.01)
+            threading.Timer(0.02, bus.publish, args=(event(1),)).start()
+            woken = await sub.wait_async(10)
+            assert positions(sub.take_all()) == [1]
+            threading.Timer(0.02, bus.close).start()
+            closed = await sub.wait_async(10)
+            return timed_out, woken, closed
+
+        assert asyncio.run(scenario()) == (False, True, True)
+        # The publisher's thread only appends; the bus's dispatcher wakes the loop.
+        assert wakers
+        assert wakers[0] == "goatherd-bus"
+        assert sub.closed
+        assert sub._wakers == []
+
+    def test_a_publish_does_no_work_per_subscription(self) -> None:
+        bus = EffectBus()
+        subs = [bus.subscribe(f"s{n}") for n in range(200)]
+        for n in range(64):
+            bus.publish(event(n))
+        # Nothing was copied into 200 buffers: the events live once, in the ring.
+        assert len(bus._ring) == 64
+        assert all(s.qsize() == 64 for s in subs)
+        assert all(positions(s.drain()) == list(range(64)) for s in subs)
+
+
 # ------------------------------------------------------------ with the store
 
 

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -73,6 +75,8 @@ from goatherd.projections import (
 __all__ = [
     "HEARTBEAT_SECONDS",
     "LOOPBACK_HOSTS",
+    "SSE_BUFFER_EVENTS",
+    "SSE_FLUSH_SECONDS",
     "create_app",
     "event_json",
     "memory_index_engine",
@@ -80,6 +84,11 @@ __all__ = [
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
 HEARTBEAT_SECONDS: Final = 15.0
+SSE_FLUSH_SECONDS: Final = 0.25
+"""The shortest time between two writes to one SSE client."""
+SSE_BUFFER_EVENTS: Final = 1024
+"""Events buffered per SSE client between writes (more: its oldest drop)."""
+_FRAMES_KEPT: Final = 8192
 _UI_INDEX: Final = UiIndexProjection.name
 _SCOPES: Final = RuntimeStateProjection.name
 LOOPBACK_HOSTS: Final = ("localhost", "127.0.0.1", "::1")
@@ -140,6 +149,10 @@ def event_json(event: EffectEvent) -> str:
     )
 
 
+def _frame(event: EffectEvent) -> str:
+    return f"id: {event.position}\nevent: record\ndata: {event_json(event)}\n\n"
+
+
 def _json(text: str, status: int = 200) -> Response:
     return Response(text, status_code=status, media_type="application/json")
 
@@ -174,6 +187,9 @@ class _Service:
             engine=engine,
         )
         self.extra = tuple(p.name for p in extra)
+        # Only the event loop's thread touches it (every SSE stream runs there).
+        self._frames: deque[str] = deque(maxlen=_FRAMES_KEPT)
+        self._frames_end = 0  # the bus number after the last frame kept
 
     def _indexed(self, name: str, read: Callable[..., str]) -> str:
         self.runner.catch_up()
@@ -260,30 +276,61 @@ class _Service:
     async def events(self, request: Request) -> Response:
         if self.bus is None:
             return _error("no effect bus attached: poll /api/records instead", 503)
-        subscription = self.bus.subscribe(f"traceui-sse:{uuid.uuid4().hex}")
+        subscription = self.bus.subscribe(
+            f"traceui-sse:{uuid.uuid4().hex}", SSE_BUFFER_EVENTS
+        )
         return StreamingResponse(
             self._stream(subscription),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _stream(self, subscription: Subscription) -> AsyncIterator[str]:
+    async def _stream(self, subscription: Subscription) -> AsyncIterator[str | bytes]:
+        """Send what the bus buffered, at most once per flush interval.
+
+        Every client flushes on the same clock ticks, so clients that keep up
+        take the same run of events, and that run is encoded once for all of
+        them: a burst costs each client one wake-up and one write per tick,
+        whatever the writer's rate. A client that does not read only fills its
+        own buffer, which drops its oldest events (positions then jump: the
+        page repairs from ``/api/records``).
+        """
         assert self.bus is not None
-        events = subscription.async_iter()
+        loop = asyncio.get_running_loop()
         try:
             yield "retry: 2000\n: connected\n\n"
             while True:
-                try:
-                    event = await asyncio.wait_for(anext(events), HEARTBEAT_SECONDS)
-                except TimeoutError:
+                if not await subscription.wait_async(HEARTBEAT_SECONDS):
                     yield ": heartbeat\n\n"
                     continue
-                except StopAsyncIteration:
-                    return
-                data = event_json(event)
-                yield f"id: {event.position}\nevent: record\ndata: {data}\n\n"
+                events = subscription.take_all()
+                if not events:
+                    return  # closed and drained
+                yield self._chunk(events, subscription.next_seq)
+                now = loop.time()
+                await asyncio.sleep(SSE_FLUSH_SECONDS - now % SSE_FLUSH_SECONDS)
         finally:
             self.bus.unsubscribe(subscription.subscriber_id)
+
+    def _chunk(self, events: tuple[EffectEvent, ...], end: int) -> str:
+        """Return the SSE frames of the bus's events ``end - len(events)`` to ``end``.
+
+        Each event is encoded once for all clients: the frames are kept in
+        bus order (the bus numbers events the same for every subscription),
+        and a client's run is a slice of them.
+        """
+        frames = self._frames
+        start = end - len(events)
+        base = self._frames_end - len(frames)
+        if start < base or start > self._frames_end:
+            frames.clear()  # too old, or past a run no client took
+            self._frames_end = base = start
+        fresh = end - self._frames_end
+        if fresh > 0:
+            frames.extend(_frame(event) for event in events[len(events) - fresh :])
+            self._frames_end = end
+            base = end - len(frames)
+        return "".join(itertools.islice(frames, start - base, end - base))
 
     async def index(self, request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html")
