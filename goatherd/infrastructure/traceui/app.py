@@ -9,21 +9,23 @@ Endpoints (the kernel seed's contract plus the viewer's needs):
 - ``GET /api/scopes``: the scope tree with lifecycle states, the scopes
   recovery would list (see ``goatherd.projections.runtime_state``).
 - ``GET /api/events``: server-sent events, one per new log entry, when a bus
-  is attached (503 without one: the client polls ``/api/records``).
+  is attached (503 without one: the client polls ``/api/records``); each
+  client gets what arrived at most once per 0.25 s tick, in one write.
 - ``GET /api/projections``: the index's read models (built-ins and the ones
   passed to ``create_app``) with their positions; ``/api/projections/{name}``
   the rows of a keyed-row view.
+- ``GET /``: the browser viewer (``static/``).
 
 Every request must name an allowed ``Host`` (default: loopback names; the
 server adds its bound address): a web page that rebinds its DNS name to
-127.0.0.1 gets 421, never a payload.
-- ``GET /``: the browser viewer (``static/``).
+127.0.0.1 gets 421, never a payload (ADR 0045).
 
 The service never writes the trace database: its index (the UI index and
-scope tree projections) lives in a private in-memory SQLite database that a
-:class:`ProjectionRunner` catches up from ``store.read_log`` before each
-query. A slow SSE client never blocks the writer: the bus drops its oldest
-events, and the client repairs by re-reading ``/api/records``.
+runtime state projections) lives in a private in-memory SQLite database that
+a :class:`ProjectionRunner` catches up from ``store.read_log`` before each
+query. A slow SSE client never blocks the writer or the other clients: it
+only falls behind in the bus's ring, loses its oldest events, and the page
+repairs the gap from ``/api/records`` (ADR 0046).
 """
 
 from __future__ import annotations
