@@ -604,6 +604,7 @@ def _prove_frontier(row: dict[str, Any], intent_id: str, plan: _Plan) -> None:
         "target_trace_owner_id",
         "through_fact_id",
         "through_owner_ordinal",
+        "publisher_trace_owner_id",
     ):
         if payload.get(key) != row[key]:
             raise ValueError(
