@@ -3,6 +3,7 @@
 
     python3 tasks.py demo      create .venv, install goatherd, run ``goatherd demo``
     python3 tasks.py check     the fast tier: ruff, mypy, import-linter, unit tests
+                               (no fuzz, integration, slow, PostgreSQL or browser)
     python3 tasks.py test      every check and the whole test suite (in parallel)
     python3 tasks.py lint      ruff, mypy and import-linter only
     python3 tasks.py bench     the benchmarks, then a PASS/MISS summary
@@ -94,7 +95,8 @@ def cmd_lint(args: list[str]) -> None:
 
 def cmd_check(args: list[str]) -> None:
     cmd_lint([])
-    pytest = [str(PY), "-m", "pytest", "-m", UNIT_TIER, *_workers(args), *args]
+    pytest = [str(PY), "-m", "pytest", "-m", UNIT_TIER, "--ignore=tests/fuzz"]
+    pytest += [*_workers(args), *args]
     run(pytest, env=_pytest_env())
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import goatherd
 from goatherd.cli import main
 from goatherd.infrastructure.store import SQLiteTraceStore
@@ -124,6 +126,7 @@ class TestExportImport:
         assert "already exists" in capsys.readouterr().err
 
 
+@pytest.mark.integration  # the installed console script, in a subprocess
 class TestConsoleScript:
     def test_errors_are_one_line_without_a_traceback(self, tmp_path: Path) -> None:
         result = subprocess.run(

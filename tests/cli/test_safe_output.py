@@ -144,6 +144,7 @@ def test_an_error_naming_hostile_input_is_one_escaped_line(
     ],
     ids=lambda argv: argv[0],
 )
+@pytest.mark.integration  # each command in its own process
 def test_a_url_password_is_never_printed(argv: list[str]) -> None:
     url = f"postgresql+psycopg://alice:{SECRET}@127.0.0.1:1/nowhere"
     done = subprocess.run(
@@ -197,6 +198,7 @@ def test_import_names_its_target_without_the_password(tmp_path: Path) -> None:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.mark.integration  # import from stdin, in a subprocess
 def test_line_separators_in_payloads_survive_export_and_import(
     hostile: tuple[str, str], tmp_path: Path
 ) -> None:
