@@ -62,31 +62,37 @@ def _strays(env: dict[str, str]) -> tuple[list[str], list[str]]:
 
 def _collide(
     directory: Path, env: dict[str, str], delay: float
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], str]:
+    """Run two demos ``delay`` s apart; return the strays and what they said."""
     first = _demo(directory)
     try:
         time.sleep(delay)
         second = _demo(directory)
-        second.communicate(timeout=300)
+        _, said = second.communicate(timeout=300)
     finally:
-        first.communicate(timeout=300)
-    return _strays(env)
+        _, said_first = first.communicate(timeout=300)
+    said = f"{said_first.strip()} | {said.strip()}"
+    if not (directory / "trace.sqlite").exists():
+        return [], [], said  # both stopped before a trace (the project raced)
+    return (*_strays(env), said)
 
 
 def test_the_leftovers_of_two_collided_demos_are_cleaned_from_the_shell(
     tmp_path: Path,
 ) -> None:
-    strays: tuple[list[str], list[str]] = ([], [])
+    children: list[str] = []
+    outputs: list[str] = []
+    said: list[str] = []
     # The runs must overlap in the right phase; about two in three do here.
     for attempt, delay in enumerate(DELAYS):
         directory = tmp_path / f"demo-{attempt}"
         env = {**os.environ, "GOATHERD_DB": str(directory / "trace.sqlite")}
-        strays = _collide(directory, env, delay)
-        if strays[0] and strays[1]:
+        children, outputs, what = _collide(directory, env, delay)
+        said.append(what)
+        if children and outputs:
             break
-    children, outputs = strays
-    assert children, "no collision left a stray scope"
-    assert outputs, "no collision left an unconsumed output"
+    assert children, f"no collision left a stray scope: {said}"
+    assert outputs, f"no collision left an unconsumed output: {said}"
     for output in outputs:
         done = _goatherd("settle", output, "discard", env=env)
         assert done.returncode == 0, done.stderr
