@@ -138,7 +138,11 @@ def ensure_schema(engine: Engine) -> None:
         NotATraceStoreError: a SQLite database holding other tables but no
             trace schema, or a file SQLite cannot read.
     """
-    with _Translate(engine), engine.begin() as conn:
+    # A write transaction from the start (SQLite: BEGIN IMMEDIATE), so that a
+    # process creating the schema beside another waits for it instead of
+    # failing "database is locked" when its read lock cannot be upgraded.
+    writing = engine.execution_options(**{WRITE_OPTION: True})
+    with _Translate(engine), writing.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
         tables = set(inspect(conn).get_table_names())
