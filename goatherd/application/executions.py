@@ -138,9 +138,13 @@ class ExecutionPath:
         return self._store.append(TRUSTED_APPEND_CONTEXT, batch, expected_heads=heads)
 
     def _current(self) -> ExecutionAggregate:
+        head = self._store.head(self._execution_id)
         cached = self._cached
-        if cached is not None and self._store.head(self._execution_id) == cached.head:
+        if cached is not None and head == cached.head:
             return cached
+        if head == 0:  # nothing on the path yet: nothing to read
+            self._cached = ExecutionAggregate(self._execution_id)
+            return self._cached
         return self._reload()
 
     def _reload(self) -> ExecutionAggregate:

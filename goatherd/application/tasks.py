@@ -50,6 +50,7 @@ from goatherd.domain import (
     CanonicalEncodingError,
     Cut,
     ExecutionAggregate,
+    ExecutionExistsError,
     ExecutionRelation,
     ExecutionRelationCreated,
     ExecutionRuleError,
@@ -611,16 +612,16 @@ def _begin(store: TraceStore, registry: Registry, spec: _RunSpec) -> TaskControl
 
 def _open(store: TraceStore, path: ExecutionPath, spec: _RunSpec) -> AppendReceipt:
     intent = f"{spec.run_id}:create"
-    if store.read_append_intent(intent) is not None:
-        # Created before: the store replays that batch, or refuses other
-        # content with AppendIntentConflictError (the run id was reused).
-        batch = execution_batch(
-            intent,
-            spec.execution_id,
-            spec.opening(ExecutionAggregate(path.execution_id)),
-        )
+    try:
+        receipt, _ = path.record(intent, spec.opening)
+    except ExecutionExistsError:
+        if store.read_append_intent(intent) is None:
+            raise  # created by another writer's intent: nothing to replay
+        # Created by this run id with other content: the store refuses the
+        # batch as AppendIntentConflictError (the run id was reused).
+        bare = ExecutionAggregate(path.execution_id)
+        batch = execution_batch(intent, spec.execution_id, spec.opening(bare))
         return store.append(TRUSTED_APPEND_CONTEXT, batch)
-    receipt, _ = path.record(intent, spec.opening)
     return receipt
 
 

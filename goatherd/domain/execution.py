@@ -331,7 +331,7 @@ class ExecutionAggregate:
             ExecutionTerminalError, ExecutionStateError (started already).
         """
         event = ExecutionStarted(caused_by=caused_by, execution_id=self.execution_id)
-        if self.started_record == event.record_id():
+        if self.started_record is not None and self.started_record == event.record_id():
             return event
         self._require(ExecutionStatus.PENDING, "start")
         return event
@@ -449,9 +449,10 @@ class ExecutionAggregate:
             child_execution_id=child_execution_id,
             child_frontier_id=child_frontier_id,
         )
-        record_id = event.record_id()
-        if any(r.created_fact_id == record_id for r in self.relations):
-            return event
+        if self.relations:  # a retry of a recorded relation replays it
+            record_id = event.record_id()
+            if any(r.created_fact_id == record_id for r in self.relations):
+                return event
         self._require(ExecutionStatus.RUNNING, f"record a {kind.value} child of")
         active = {r.relation_id for r in self.active_relations()}
         if kind is RelationKind.ABANDONED and relation_id not in active:
@@ -462,7 +463,9 @@ class ExecutionAggregate:
         return event
 
     def _terminal(self, event: _TerminalT, operation: str) -> _TerminalT:
-        if self.terminal_record == event.record_id():
+        if self.terminal_record is not None and (
+            self.terminal_record == event.record_id()
+        ):
             return event
         self._require(ExecutionStatus.RUNNING, operation)
         return event

@@ -24,6 +24,7 @@ from goatherd.application import (
 )
 from goatherd.domain import (
     MAX_OWNER_ORDINAL,
+    TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
     AppendBatch,
     AppendContext,
@@ -32,6 +33,7 @@ from goatherd.domain import (
     CutSpec,
     ExecutionAggregate,
     ExecutionCompleted,
+    ExecutionExistsError,
     ExecutionFailed,
     ExecutionStarted,
     ExecutionStatus,
@@ -45,7 +47,7 @@ from goatherd.domain import (
     execution_id_for,
 )
 from goatherd.infrastructure.store import SQLiteTraceStore
-from goatherd.projections import project_execution
+from goatherd.projections import create_execution_batch, project_execution
 
 RUN = "run:guarded"
 EXEC = execution_id_for(f"{RUN}:create")
@@ -192,6 +194,24 @@ class TestTheEndIsDecidedOnce:
             with pytest.raises(Exception, match="task run failed") as caught:
                 run.unwrap().wait(timeout=30)
             assert isinstance(caught.value.__cause__, ExecutionTerminalError)
+
+
+class TestOpening:
+    def test_an_execution_created_under_another_intent_is_not_created_again(
+        self, tmp_path: Path
+    ) -> None:
+        with SQLiteTraceStore(tmp_path / "t.sqlite") as store:
+            forged = create_execution_batch(
+                append_intent_id="someone-else",
+                execution_id=EXEC,
+                task_ref="T",
+                inputs={"other": True},
+            )
+            store.append(TRUSTED_APPEND_CONTEXT, forged)
+            before = path_events(store)
+            result = start_task_sync(store, registry_of(lambda: None), "T", RUN)
+            assert isinstance(result.failure(), ExecutionExistsError)
+            assert path_events(store) == before
 
 
 class DiesAtFrontier(SQLiteTraceStore):

@@ -7,8 +7,9 @@ may die again); and restart finished ones. A long-lived second store keeps an
 :class:`~goatherd.application.ExecutionPath` per execution, caught up
 incrementally. After every step, for every execution in the trace:
 
-- the incrementally kept aggregate, a fresh fold of the path and the kernel
-  projection (``project_execution``, relations, published facts) agree;
+- the aggregate an ``ExecutionPath`` keeps, a fresh fold of the path, one kept
+  entry by entry from the global log, and the kernel projections
+  (``project_execution``, relations, published facts) agree;
 - the path holds at most one terminal record and nothing but frontier records
   after it, and never contradicts itself;
 - a finished run published exactly its script's facts, once, and ended as its
@@ -36,10 +37,12 @@ from goatherd.application import ExecutionPath, start_task_sync
 from goatherd.domain import (
     MAX_OWNER_ORDINAL,
     TRUSTED_READ_CONTEXT,
+    ExecutionAggregate,
     ExecutionCompleted,
     ExecutionFailed,
     ExecutionStatus,
     OpaqueRecord,
+    decode_fact,
     execution_id_for,
 )
 from goatherd.infrastructure.store import SQLiteTraceStore
@@ -105,6 +108,9 @@ class TaskRuntimeMachine(RuleBasedStateMachine):
         self.scripts: dict[str, Script] = {}
         self.calls: Counter[str] = Counter()
         self.runs: dict[str, Started] = {}
+        # Aggregates kept from the global log, entry by entry (a read model).
+        self.from_log: dict[str, ExecutionAggregate] = {}
+        self.position = -1
 
     def teardown(self) -> None:
         self.reader.close()
@@ -175,14 +181,29 @@ class TaskRuntimeMachine(RuleBasedStateMachine):
 
     # -------------------------------------------------------- invariants
 
+    def _catch_up_from_log(self) -> None:
+        while entries := self.reader.read_log(self.position, 500):
+            for entry in entries:
+                owner = entry.record.view
+                if owner is not None and owner.trace_owner_id.startswith("exec:"):
+                    key = owner.trace_owner_id
+                    fact = decode_fact(entry.record, entry.position)
+                    before = self.from_log.get(key, ExecutionAggregate(key))
+                    self.from_log[key] = before.with_fact(fact)
+                self.position = entry.position
+
     @invariant()
-    def every_execution_folds_the_same_three_ways_and_ends_once(self) -> None:
-        for execution in execution_ids(self.reader):
+    def every_execution_folds_the_same_four_ways_and_ends_once(self) -> None:
+        self._catch_up_from_log()
+        executions = execution_ids(self.reader)
+        assert sorted(executions) == sorted(self.from_log)
+        for execution in executions:
             kept = self.kept.setdefault(
                 execution, ExecutionPath(self.reader, execution)
             )
             state = kept.state()
             assert state == ExecutionPath(self.reader, execution).state()
+            assert state == self.from_log[execution]
             assert not state.inconsistent
             slice_ = self.reader.read_owner_prefix(
                 TRUSTED_READ_CONTEXT, execution, MAX_OWNER_ORDINAL
