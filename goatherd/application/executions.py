@@ -17,9 +17,11 @@ again first: when that content ended the run, the loser sees
 ``ExecutionTerminalError``; otherwise the store's ``AppendIntentConflictError``
 stands.
 
-The aggregate is a per-object cache any process rebuilds from the path: it is
-reused only while the path's head is the one it folded, and refolded from the
-path otherwise.
+The aggregate is a per-object cache any process rebuilds from the path.
+Decisions are taken on it without reading the path first (optimistic: the
+expected head is the check); a lost race, a replayed receipt or a refusal on
+it makes it refold the path, and a refusal is only final on the refolded
+state. Queries (:meth:`ExecutionPath.state`) read the head first.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from goatherd.domain import (
     OrdinalConflictError,
     PlacedEvent,
     RuntimeEvent,
+    RuntimeRuleError,
     decode_fact,
     fold_execution,
 )
@@ -74,13 +77,22 @@ def execution_batch(
 
 
 class ExecutionPath:
-    """One execution's aggregate, kept from its path, and its guarded appends."""
+    """One execution's aggregate, kept from its path, and its guarded appends.
+
+    Decisions are taken optimistically on the kept aggregate, without reading
+    the path first: the append's expected head is the check. A lost race
+    (the head moved) or a refusal on a kept state that may be stale makes it
+    refold the path and decide again.
+    """
 
     def __init__(self, store: TraceStore, execution_id: str) -> None:
-        """Fold ``execution_id``'s path of ``store`` (lazily)."""
+        """Keep ``execution_id``'s path of ``store``; nothing is read yet."""
         self._store = store
         self._execution_id = execution_id
-        self._cached: ExecutionAggregate | None = None
+        # Until something is read, the path is assumed empty: an opening on a
+        # new path then costs no read, and a wrong guess fails its append.
+        self._cached = ExecutionAggregate(execution_id)
+        self._stale = False
         self._lock = threading.Lock()
 
     @property
@@ -88,25 +100,47 @@ class ExecutionPath:
         """The execution (its owner path)."""
         return self._execution_id
 
-    def state(self) -> ExecutionAggregate:
-        """Return the aggregate folded through the path's current head.
+    def state(self, *, verified: bool = True) -> ExecutionAggregate:
+        """Return the aggregate as folded.
+
+        Args:
+            verified: fold through the path's current head (one head read and,
+                if the path moved, a refold); ``False`` returns the kept state:
+                the fold of a prefix of the path (this object's last append or
+                read), without what others appended since.
 
         Raises:
             RecordDecodeError: a record on the path does not decode.
         """
         with self._lock:
-            return self._current()
+            if self._stale:
+                return self._reload()
+            if not verified:
+                return self._cached
+            if self._store.head(self._execution_id) == self._cached.head:
+                return self._cached
+            return self._reload()
+
+    def forget(self) -> None:
+        """Drop the kept state: a record this object did not append landed.
+
+        The next decision refolds the path instead of losing a race first
+        (a spawned child's frontier lands on its parent's path).
+        """
+        with self._lock:
+            self._stale = True
 
     def record(
         self, intent: str, decide: ExecutionDecision
     ) -> tuple[AppendReceipt, tuple[RuntimeEvent, ...]]:
-        """Decide on the current state and append under its head, retrying races.
+        """Decide on the kept state and append under its head, retrying races.
 
         Returns:
             The receipt and the events recorded (or replayed).
 
         Raises:
-            The rule errors ``decide`` raises (``ExecutionTerminalError``...);
+            The rule errors ``decide`` raises on the path as it is
+            (``ExecutionTerminalError``...);
             AppendIntentConflictError: ``intent`` committed other content that
                 the rules do not refuse;
             OrdinalConflictError: the path kept moving through every retry;
@@ -115,12 +149,12 @@ class ExecutionPath:
         with self._lock:
             last: OrdinalConflictError | None = None
             for _ in range(DECISION_RETRIES):
-                state = self._current()
-                events = tuple(decide(state))
+                state, events = self._decide(decide)
                 try:
                     receipt = self._append(intent, state, events)
                 except OrdinalConflictError as conflict:
                     last = conflict
+                    self._stale = True
                     continue
                 except AppendIntentConflictError:
                     decide(self._reload())
@@ -130,22 +164,23 @@ class ExecutionPath:
             assert last is not None
             raise last
 
+    def _decide(
+        self, decide: ExecutionDecision
+    ) -> tuple[ExecutionAggregate, tuple[RuntimeEvent, ...]]:
+        if not self._stale:
+            try:
+                return self._cached, tuple(decide(self._cached))
+            except RuntimeRuleError:
+                pass  # refused on a kept state: decide on the path as it is
+        state = self._reload()
+        return state, tuple(decide(state))
+
     def _append(
         self, intent: str, state: ExecutionAggregate, events: Sequence[RuntimeEvent]
     ) -> AppendReceipt:
         batch = execution_batch(intent, self._execution_id, events)
         heads = {self._execution_id: state.head}
         return self._store.append(TRUSTED_APPEND_CONTEXT, batch, expected_heads=heads)
-
-    def _current(self) -> ExecutionAggregate:
-        head = self._store.head(self._execution_id)
-        cached = self._cached
-        if cached is not None and head == cached.head:
-            return cached
-        if head == 0:  # nothing on the path yet: nothing to read
-            self._cached = ExecutionAggregate(self._execution_id)
-            return self._cached
-        return self._reload()
 
     def _reload(self) -> ExecutionAggregate:
         slice_ = self._store.read_owner_prefix(
@@ -156,7 +191,7 @@ class ExecutionPath:
             for rid in slice_.owner_paths.get(self._execution_id, ())
         )
         state = fold_execution(self._execution_id, map(decode_fact, records))
-        self._cached = state
+        self._cached, self._stale = state, False
         return state
 
     def _advance(
@@ -168,13 +203,12 @@ class ExecutionPath:
         """Fold our own new records; a replayed receipt leaves a refold to do."""
         span = receipt.owner_ordinal_ranges.get(self._execution_id)
         if span != (state.head, state.head + len(events) - 1):
-            self._cached = None
+            self._stale = True
             return
+        first = state.head
         for offset, (event, record_id) in enumerate(
             zip(events, receipt.fact_ids, strict=True)
         ):
-            placed = PlacedEvent(
-                event, record_id, self._execution_id, state.head + offset
-            )
+            placed = PlacedEvent(event, record_id, self._execution_id, first + offset)
             state = state.with_fact(placed)
-        self._cached = state
+        self._cached, self._stale = state, False

@@ -458,6 +458,7 @@ class TaskControl:
                 frontier_caused_by=(relation.created_fact_id,),
             ),
         )
+        self._path.forget()  # the child's frontier landed on this path
         self._known[child_exec] = child_frontier
         self._tail = _cutoff_tail(self._store.read_owner_cutoff(child_frontier))
         return ChildHandle(

@@ -270,7 +270,10 @@ class TestExecutionPath:
             )
             assert receipt.fact_ids == (fact.record_id(),)
             assert path_events(store) == [*opening, fact]
-            assert path.state() == ExecutionPath(store, EXEC).state()
+            # What it kept from its own appends is the fold of the path.
+            kept = path.state(verified=False)
+            assert kept == ExecutionPath(store, EXEC).state()
+            assert kept.head == 3
             assert path.state().published_count == 1
 
     def test_a_record_another_writer_adds_is_folded_before_the_next_decision(
@@ -286,6 +289,21 @@ class TestExecutionPath:
             assert mine.state() == theirs.state()
             with pytest.raises(ExecutionTerminalError):
                 mine.record(f"{RUN}:complete", lambda s: (s.complete({}),))
+
+    def test_a_refusal_on_a_kept_state_is_decided_again_on_the_path(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "t.sqlite"
+        with SQLiteTraceStore(db) as store, SQLiteTraceStore(db) as other:
+            mine = ExecutionPath(store, EXEC)  # keeps "nothing recorded yet"
+            receipt, _ = ExecutionPath(other, EXEC).record(f"{RUN}:create", open_run)
+            tail = (receipt.fact_ids[-1],)
+            # On what it kept the execution does not exist; on the path it runs.
+            _, (fact,) = mine.record(
+                f"{RUN}:publish:1", lambda s: (s.publish("k", {}, tail),)
+            )
+            assert path_events(store)[-1] == fact
+            assert mine.state(verified=False).published_count == 1
 
     def test_the_kernel_projection_agrees_with_the_aggregate_on_a_real_run(
         self, tmp_path: Path
