@@ -1,6 +1,7 @@
 """A separate process running one shared run id (``python -m ...racer``).
 
-``racer.py DB RUN_ID INDEX READY_DIR COUNT`` opens the trace and runs task
+``racer.py URL RUN_ID INDEX READY_DIR COUNT`` opens the trace (a SQLite path
+or a store URL) and runs task
 ``Race`` under ``RUN_ID``. The body publishes the fact every racer publishes
 (it replays), waits until COUNT racers are inside their bodies, publishes
 three facts of its own, then returns ``{"index": INDEX}`` (even index) or
@@ -18,7 +19,7 @@ from pathlib import Path
 from returns.result import Success
 
 from goatherd.application import Registry, TaskControl, start_task_sync
-from goatherd.infrastructure.store import SQLiteTraceStore
+from goatherd.infrastructure.store import open_trace_store
 
 BARRIER_TIMEOUT = 120.0
 
@@ -48,7 +49,7 @@ def main() -> None:
     db, run_id, index, ready, count = sys.argv[1:6]
     registry = Registry()
     registry.register("Race", body_for(int(index), Path(ready), int(count)))
-    with SQLiteTraceStore(db) as store:
+    with open_trace_store(db) as store:
         result = start_task_sync(store, registry, "Race", run_id)
     name = "Success" if isinstance(result, Success) else type(result.failure()).__name__
     print(f"RESULT {name}", flush=True)

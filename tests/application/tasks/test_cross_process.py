@@ -4,7 +4,8 @@ Each racer (``racer.py``) replays the shared opening and first fact, waits
 until every racer is inside its body, then races to publish and to end the
 run with an end no other racer would record. The trace must hold exactly one
 terminal record, nothing but the run's frontier after it, and exactly one
-racer may report ``Success``: the one whose end is recorded.
+racer may report ``Success``: the one whose end is recorded. It runs on a
+SQLite file and, when ``GOATHERD_TEST_DB_URL`` names a server, on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from goatherd.domain import (
     decode_fact,
     execution_id_for,
 )
-from goatherd.infrastructure.store import SQLiteTraceStore
+from goatherd.infrastructure.store import open_trace_store
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,14 +35,14 @@ RACERS = 6
 RUN = "run:race"
 
 
-def race(db: Path, ready: Path) -> list[str]:
+def race(db: str, ready: Path) -> list[str]:
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "tests.application.tasks.racer",
-                str(db),
+                db,
                 RUN,
                 str(index),
                 str(ready),
@@ -63,17 +64,19 @@ def race(db: Path, ready: Path) -> list[str]:
     return results
 
 
-def test_racers_ending_one_run_record_exactly_one_end(tmp_path: Path) -> None:
-    db, ready = tmp_path / "race.sqlite", tmp_path / "ready"
+def test_racers_ending_one_run_record_exactly_one_end(
+    tmp_path: Path, durable_store_url: str
+) -> None:
+    db, ready = durable_store_url, tmp_path / "ready"
     ready.mkdir()
-    with SQLiteTraceStore(db):
-        pass  # create the schema once, before the racers open the file
+    with open_trace_store(db):
+        pass  # create the schema once, before the racers open the store
     results = race(db, ready)
     assert sorted(results) == ["ExecutionTerminalError"] * (RACERS - 1) + ["Success"]
     winner = results.index("Success")
 
     execution = execution_id_for(f"{RUN}:create")
-    with SQLiteTraceStore(db) as store:
+    with open_trace_store(db) as store:
         slice_ = store.read_owner_prefix(
             TRUSTED_READ_CONTEXT, execution, MAX_OWNER_ORDINAL
         )

@@ -45,8 +45,9 @@ from goatherd.domain import (
     RuntimeEvent,
     decode_fact,
     execution_id_for,
+    fold_execution,
 )
-from goatherd.infrastructure.store import SQLiteTraceStore
+from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from goatherd.projections import create_execution_batch, project_execution
 
 RUN = "run:guarded"
@@ -277,18 +278,21 @@ class TestExecutionPath:
             assert path.state().published_count == 1
 
     def test_a_record_another_writer_adds_is_folded_before_the_next_decision(
-        self, tmp_path: Path
+        self, durable_store_url: str
     ) -> None:
-        db = tmp_path / "t.sqlite"
-        with SQLiteTraceStore(db) as store, SQLiteTraceStore(db) as other:
+        url = durable_store_url
+        with open_trace_store(url) as store, open_trace_store(url) as other:
             mine = ExecutionPath(store, EXEC)
             mine.record(f"{RUN}:create", open_run)
             assert mine.state().status is ExecutionStatus.RUNNING
             theirs = ExecutionPath(other, EXEC)
             theirs.record(f"{RUN}:fail", lambda s: (s.fail("theirs"),))
-            assert mine.state() == theirs.state()
+            # What mine keeps still says running: its append loses on the
+            # head, and the decision taken again on the path refuses.
+            assert mine.state(verified=False).status is ExecutionStatus.RUNNING
             with pytest.raises(ExecutionTerminalError):
                 mine.record(f"{RUN}:complete", lambda s: (s.complete({}),))
+            assert mine.state(verified=False) == theirs.state()
 
     def test_a_refusal_on_a_kept_state_is_decided_again_on_the_path(
         self, tmp_path: Path
@@ -304,6 +308,34 @@ class TestExecutionPath:
             )
             assert path_events(store)[-1] == fact
             assert mine.state(verified=False).published_count == 1
+
+    def test_what_it_keeps_is_always_the_fold_of_a_prefix_of_the_path(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "t.sqlite"
+        with SQLiteTraceStore(db) as store, SQLiteTraceStore(db) as other:
+            mine = ExecutionPath(store, EXEC)
+            receipt, _ = mine.record(f"{RUN}:create", open_run)
+            tail = (receipt.fact_ids[-1],)
+            theirs = ExecutionPath(other, EXEC)
+            # Another writer records a relation, then the very fact we will
+            # decide (same intent, same content): our append replays theirs.
+            theirs.record(
+                "x:spawn", lambda s: (s.spawn("rel:x", "exec:c", None, tail),)
+            )
+            theirs.record(f"{RUN}:publish:1", lambda s: (s.publish("k", {}, tail),))
+            mine.record(f"{RUN}:publish:1", lambda s: (s.publish("k", {}, tail),))
+            kept = mine.state(verified=False)
+            slice_ = store.read_owner_prefix(
+                TRUSTED_READ_CONTEXT, EXEC, MAX_OWNER_ORDINAL
+            )
+            records = [slice_.facts_by_id[r] for r in slice_.owner_paths[EXEC]]
+            prefix = [decode_fact(r) for r in records[: kept.head]]  # type: ignore[arg-type]
+            assert kept == fold_execution(EXEC, prefix)
+            assert mine.state() == fold_execution(
+                EXEC,
+                [decode_fact(r) for r in records],  # type: ignore[arg-type]
+            )
 
     def test_the_kernel_projection_agrees_with_the_aggregate_on_a_real_run(
         self, tmp_path: Path
