@@ -64,6 +64,7 @@ __all__ = [
     "runtime_schemas",
     "runtime_witness_body",
     "runtime_witness_ref",
+    "schemas_of",
     "upcast_git_checkpoint",
     "upcast_git_tree",
 ]
