@@ -1,7 +1,7 @@
 """Defaults the parser shows in ``--help``, kept free of heavy imports.
 
 They mirror ``goatherd.infrastructure`` (the demo directory, the trace UI's
-address); ``tests/cli/test_startup.py`` checks that they agree.
+address, import's line limit); ``tests/cli/test_startup.py`` checks that they agree.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DEFAULT_ADDR", "default_demo_dir"]
+__all__ = ["DEFAULT_ADDR", "DEFAULT_MAX_LINE_BYTES", "default_demo_dir"]
 
 DEFAULT_ADDR: Final = "127.0.0.1:8321"
+DEFAULT_MAX_LINE_BYTES: Final = 64 << 20
 
 
 def default_demo_dir() -> Path:

@@ -20,7 +20,7 @@ from goatherd.infrastructure.inspection import (
     resolve_record_id,
     trace_stats,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.integrity import IntegrityReport, verify_trace
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
 __all__ = ["cmd_log", "cmd_show", "cmd_stats", "cmd_verify"]
@@ -204,36 +204,46 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Recompute and cross-check everything; exit 1 naming the first bad record."""
+    """Recompute and cross-check everything; exit 1 naming the first bad row."""
     bar = ProgressBar()
     with open_read_only(args.db) as store:
-        report = verify_trace(store, progress=bar)
+        report = verify_trace(store, progress=bar, max_problems=None if args.all else 1)
     bar.finish()
     if args.json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "records": report.records,
-                "path_entries": report.path_entries,
-                "log_positions": report.log_positions,
-                "frontiers": report.frontiers,
-                "intents": report.intents,
-                "problems": [
-                    {"check": p.check, "record_id": p.record_id, "detail": p.detail}
-                    for p in report.problems
-                ],
-            }
-        )
+        emit_json(_verify_json(report))
         return 0 if report.ok else 1
     if report.ok:
         print(
             f"ok: {report.records} records, {report.path_entries} path entries, "
-            f"{report.log_positions} log positions, "
-            f"{report.frontiers} frontiers verified"
+            f"{report.log_positions} log positions, {report.intents} intents, "
+            f"{report.contexts} contexts, {report.frontiers} frontiers, "
+            f"{report.checkpoint_blobs} checkpoint blobs verified"
         )
         return 0
     first = report.problems[0]
     print(f"verify failed: {one_line(str(first))}", file=sys.stderr)
-    for problem in report.problems[1:10]:
+    for problem in report.problems[1:]:
         print(f"  also: {one_line(str(problem))}", file=sys.stderr)
+    hidden = report.problem_count - len(report.problems)
+    if hidden:
+        print(f"  and {hidden} more problems (--all lists them)", file=sys.stderr)
     return 1
+
+
+def _verify_json(report: IntegrityReport) -> dict[str, object]:
+    return {
+        "ok": report.ok,
+        "records": report.records,
+        "path_entries": report.path_entries,
+        "log_positions": report.log_positions,
+        "frontiers": report.frontiers,
+        "intents": report.intents,
+        "contexts": report.contexts,
+        "checkpoint_blobs": report.checkpoint_blobs,
+        "materializations": report.materializations,
+        "problem_count": report.problem_count,
+        "problems": [
+            {"check": p.check, "record_id": p.record_id, "detail": p.detail}
+            for p in report.problems
+        ],
+    }

@@ -220,12 +220,15 @@ def _inspection(sub: Subparsers[argparse.ArgumentParser]) -> None:
         "count what the trace holds",
         legacy_db=True,
     )
-    _command(
+    verify = _command(
         sub,
         "verify",
         "inspect_cmds:cmd_verify",
-        "recompute every id and check ordinals, parents and frontiers",
+        "recompute and cross-check every stored row of the trace",
         legacy_db=True,
+    )
+    verify.add_argument(
+        "--all", action="store_true", help="report every problem, not only the first"
     )
     _command(
         sub,
@@ -378,6 +381,15 @@ def _moving(sub: Subparsers[argparse.ArgumentParser]) -> None:
     )
     imp.add_argument("source", metavar="FILE", help="an export file ('-' for stdin)")
     imp.add_argument("legacy_db", nargs="?", help=argparse.SUPPRESS)
+    from goatherd.cli.defaults import DEFAULT_MAX_LINE_BYTES
+
+    imp.add_argument(
+        "--max-line-bytes",
+        type=positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"refuse lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
+    )
 
 
 def _module_option(parser: argparse.ArgumentParser) -> None:

@@ -93,7 +93,6 @@ def create_checkpoint(
         ScopeNotFoundError, ScopeStateError, NoSandboxError, SandboxError,
         SnapshotTooLargeError.
     """
-    ctx.refresh()
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         cp_seq = ctx.next_seq(seq)
@@ -295,7 +294,6 @@ def prune_checkpoints(ctx: RuntimeContext, scope_id: str) -> int:
     Releasing is idempotent: a prune interrupted after its record is finished
     by the next prune of the scope. Returns how many were pruned now.
     """
-    ctx.refresh()
     owner = owner_of_scope(scope_id)
     with ctx.lock:
         intent = lifecycle_intent("prune-checkpoints", owner, "", ctx.next_seq(None))

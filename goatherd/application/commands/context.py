@@ -113,8 +113,9 @@ class RuntimeContext:
     def scope(self, owner: str) -> ScopeAggregate:
         """Return ``owner``'s scope as last folded (bare if no record names it).
 
-        Commands catch the model up once when they start (:meth:`refresh`);
-        every decision catches it up again before it decides.
+        A command's early checks may read a fold a little behind the trace
+        (they save work, they do not decide): every decision catches the model
+        up and checks its rules again before it records anything.
         """
         return self.model.scope(owner)
 

@@ -80,7 +80,6 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
         ScopeNotFoundError, ScopeStateError, NoSandboxError, NoBaselineError,
         SandboxError.
     """
-    ctx.refresh()
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         out_seq = ctx.next_seq(seq)
