@@ -222,10 +222,13 @@ class Subscription:
             return events[0]
         raise SubscriptionClosedError(self.subscriber_id)
 
-    def drain(self) -> tuple[EffectEvent, ...]:
-        """Remove and return every buffered event, oldest first (never waits)."""
+    def drain(self, limit: int | None = None) -> tuple[EffectEvent, ...]:
+        """Remove and return the buffered events, oldest first (never waits).
+
+        ``limit`` caps how many are taken (``None``: all of them).
+        """
         with self._bus._lock:
-            return tuple(self._take_locked())
+            return tuple(self._take_locked(limit))
 
     take_all = drain
 
@@ -319,6 +322,12 @@ class EffectBus:
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
+
+    @property
+    def head(self) -> int:
+        """The number the next published event gets (the first one is 0)."""
+        with self._lock:
+            return self._head
 
     def subscribe(
         self, subscriber_id: str, buffer_size: int | None = None

@@ -381,6 +381,26 @@ class TestRingAndBatches:
         assert positions(again) == list(range(12, 20))
         assert second.next_seq == first.next_seq == 20
 
+    def test_the_head_numbers_the_next_event_and_drain_takes_at_most_a_limit(
+        self,
+    ) -> None:
+        bus = EffectBus(8)
+        assert bus.head == 0
+        bus.publish(event(99))  # no subscriber: not numbered
+        sub = bus.subscribe("sse")
+        assert bus.head == sub.next_seq == 0
+        for n in range(5):
+            bus.publish(event(n))
+        assert bus.head == 5
+        assert positions(sub.drain(2)) == [0, 1]
+        assert sub.next_seq == 2
+        assert positions(sub.drain(10)) == [2, 3, 4]
+        assert sub.drain(1) == ()
+        bus.publish(event(5))
+        bus.close()
+        assert positions(sub.drain(1)) == [5]  # what it had when closed
+        assert sub.drain() == ()
+
     def test_wait_async_wakes_on_an_event_times_out_and_sees_close(self) -> None:
         bus = EffectBus()
         sub = bus.subscribe("sse")

@@ -192,6 +192,9 @@ class _Service:
         # Only the event loop's thread touches it (every SSE stream runs there).
         self._frames: deque[str] = deque(maxlen=_FRAMES_KEPT)
         self._frames_end = 0  # the bus number after the last frame kept
+        self._tick = -1  # the flush tick the streams are in
+        self._tick_end = 0  # the bus's head when that tick began: all take up to it
+        self._chunks: dict[tuple[int, int], bytes] = {}  # this tick's writes
 
     def _indexed(self, name: str, read: Callable[..., str]) -> str:
         self.runner.catch_up()
@@ -305,7 +308,9 @@ class _Service:
                 if not await subscription.wait_async(HEARTBEAT_SECONDS):
                     yield ": heartbeat\n\n"
                     continue
-                events = subscription.take_all()
+                start = subscription.next_seq
+                end = self._tick_head(loop.time(), start)
+                events = subscription.take_all(end - start if end > start else None)
                 if not events:
                     return  # closed and drained
                 yield self._chunk(events, subscription.next_seq)
@@ -314,13 +319,35 @@ class _Service:
         finally:
             self.bus.unsubscribe(subscription.subscriber_id)
 
-    def _chunk(self, events: tuple[EffectEvent, ...], end: int) -> str:
+    def _tick_head(self, now: float, start: int) -> int:
+        """Return where the streams' reads end in the tick of ``now``.
+
+        The bus's head when the tick's first stream woke: streams that keep
+        up then read the same run and share one encoded write. A stream that
+        is past it (events came after) starts the tick's run anew.
+        """
+        tick = int(now / SSE_FLUSH_SECONDS)
+        if tick != self._tick or self._tick_end <= start:
+            assert self.bus is not None
+            self._tick, self._tick_end = tick, self.bus.head
+            self._chunks.clear()
+        return self._tick_end
+
+    def _chunk(self, events: tuple[EffectEvent, ...], end: int) -> bytes:
         """Return the SSE frames of the bus's events ``end - len(events)`` to ``end``.
 
         Each event is encoded once for all clients: the frames are kept in
         bus order (the bus numbers events the same for every subscription),
-        and a client's run is a slice of them.
+        and a client's run is a slice of them; the bytes of a run are built
+        once per tick for every stream that takes the same run.
         """
+        key = (end - len(events), end)
+        chunk = self._chunks.get(key)
+        if chunk is None:
+            chunk = self._chunks[key] = self._frames_text(events, end).encode()
+        return chunk
+
+    def _frames_text(self, events: tuple[EffectEvent, ...], end: int) -> str:
         frames = self._frames
         start = end - len(events)
         base = self._frames_end - len(frames)
