@@ -3,7 +3,8 @@
 
     python3 tasks.py demo      create .venv, install goatherd, run ``goatherd demo``
     python3 tasks.py check     the fast tier: ruff, mypy, import-linter, unit tests
-                               (no fuzz, integration, slow, PostgreSQL or browser)
+                               (no fuzz, state machines, integration, PostgreSQL
+                               or browser tests)
     python3 tasks.py test      every check and the whole test suite (in parallel)
     python3 tasks.py lint      ruff, mypy and import-linter only
     python3 tasks.py bench     the benchmarks, then a PASS/MISS summary
