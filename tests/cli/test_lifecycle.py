@@ -13,19 +13,27 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from goatherd.application import SandboxSpec
+from goatherd.application import Registry, SandboxSpec, TaskControl, start_task_sync
 from goatherd.cli import main
-from goatherd.domain import ScopeState
+from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    RecordDraft,
+    ScopeState,
+)
 from goatherd.infrastructure import (
     new_local_git_sandbox,
     new_worktree_sandbox,
     open_runtime,
 )
+from goatherd.infrastructure.store import open_trace_store
 from tests.infrastructure.backends import durable_store_url
 
 __all__ = ["durable_store_url"]
@@ -316,3 +324,76 @@ def test_diff_of_an_output_cut_at_the_blob_limit_is_rebuilt_from_git(
     assert "+line 199" not in text
     assert "cut at the blob limit; not rebuilt" in err
     assert err.count("\n") == 1
+
+
+def test_history_of_a_task_tree_by_owner_and_by_cut(
+    durable_store_url: str, capsys
+) -> None:
+    registry = Registry()
+    registry.register("Leaf", lambda control: {"leaf": True})
+
+    def tree(control: TaskControl) -> dict[str, object]:
+        control.publish("start", {"n": 1})
+        control.await_terminal(control.spawn("Leaf", {"n": 1}))
+        return {"children": 1}
+
+    registry.register("Tree", tree)
+    with open_trace_store(durable_store_url) as store:
+        run = start_task_sync(store, registry, "Tree", "run:tree").unwrap()
+    by_owner = _json(capsys, "history", run.execution_id, "--db", durable_store_url)
+    assert by_owner["root"]["status"] == "succeeded"
+    assert by_owner["root"]["outputs"] == {"children": 1}
+    assert [
+        (c["relation"], c["task_ref"], c["status"]) for c in by_owner["children"]
+    ] == [("spawned", "Leaf", "succeeded")]
+    assert [f["kind"] for f in by_owner["published_facts"]] == ["start"]
+    by_cut = _json(capsys, "history", run.frontier_id, "--db", durable_store_url)
+    assert by_cut == by_owner
+    code, text, _ = _run(capsys, "history", run.execution_id, "--db", durable_store_url)
+    assert code == 0
+    assert text.splitlines()[0] == f"{run.execution_id}  Tree  succeeded"
+
+
+def test_log_tail_since_owner_and_follow(
+    durable_store_url: str, tmp_path: Path, capsys
+) -> None:
+    ids = _session(durable_store_url, tmp_path)
+    entries = _json(capsys, "log", "--db", durable_store_url)
+    assert [e["position"] for e in entries] == list(range(len(entries)))
+    assert (
+        _json(capsys, "log", "--db", durable_store_url, "--tail", "3") == entries[-3:]
+    )
+    since = str(entries[4]["position"])
+    assert (
+        _json(capsys, "log", "--db", durable_store_url, "--since", since) == entries[4:]
+    )
+    owned = _json(capsys, "log", "--db", durable_store_url, "--owner", f"{ROOT}:try-0")
+    assert owned
+    assert {e["owner"] for e in owned} == {f"{ROOT}:try-0"}
+    assert ids["scope0"]
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "goatherd", "log", "--follow", "--json", "--owner",
+         "followed", "--interval", "0.05", "--db", durable_store_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)
+        with open_trace_store(durable_store_url) as store:
+            draft = RecordDraft("capture", "cli.followed.v1", {"n": 1})
+            batch = AppendBatch(
+                "cli:follow", (AppendGroup("followed", fact_drafts=(draft,)),)
+            )
+            store.append(TRUSTED_APPEND_CONTEXT, batch)
+        assert follower.stdout is not None
+        line = follower.stdout.readline()
+        followed = json.loads(line)
+        assert (followed["owner"], followed["schema_ref"]) == (
+            "followed",
+            "cli.followed.v1",
+        )
+        assert followed["position"] == len(entries)
+    finally:
+        follower.terminate()
+        follower.communicate(timeout=30)
