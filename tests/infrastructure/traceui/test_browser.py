@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from goatherd.cli.output import short_id
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
@@ -65,6 +66,10 @@ def test_the_viewer_shows_the_trace_and_receives_a_live_record(tmp_path, page) -
             expect(page.locator("#current-path")).to_have_text("root:a")
             step_node = page.locator(f'.record[data-id="{step.fact_ids[0]}"]')
             expect(step_node.locator(".payload")).to_contain_text('"n": 1')
+            # record ids are shown as ``goatherd log`` and ``show`` print them
+            expect(step_node.locator(".id").first).to_have_text(
+                short_id(step.fact_ids[0])
+            )
             # a causal parent is a link to the parent record (on another path)
             step_node.locator(f'.parents a[data-id="{fork.fact_ids[0]}"]').click()
             expect(page.locator("#current-path")).to_have_text("root")
