@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from goatherd.domain.errors import NotATraceStoreError, ReadRequestError
+from goatherd.infrastructure.store.checkpointer import SAFETY_NET_PAGES
 from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     META_SCHEMA,
@@ -95,6 +96,9 @@ def sqlite_engine(
         f"PRAGMA busy_timeout={timeout_ms}",
         "PRAGMA journal_mode=WAL",
         f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}",
+        # The store's WalCheckpointer thread copies the WAL back; SQLite's own
+        # checkpoint at COMMIT stays only as a safety net (checkpointer.py).
+        f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}",
     )
     _install_sqlite_hooks(engine, pragmas=pragmas)
     _install_text_guard(engine)

@@ -62,8 +62,10 @@ from goatherd.infrastructure.store.authority import (
     publish_context,
     read_context,
 )
+from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt
 from goatherd.infrastructure.store.engine import (
+    DURABILITY_LEVELS,
     WRITE_OPTION,
     ensure_schema,
     sqlite_engine,
@@ -138,6 +140,7 @@ class SqlAlchemyTraceStore:
         # append's statements. PostgreSQL keeps the pool (and its pre-ping).
         self._hold_writer = not self._postgres
         self._writer: Connection | None = None
+        self._checkpointer: WalCheckpointer | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -153,6 +156,8 @@ class SqlAlchemyTraceStore:
 
     def close(self) -> None:
         """Release the store's connections."""
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         with self._lock:
             if self._writer is not None:
                 self._writer.close()
@@ -246,6 +251,11 @@ class SqlAlchemyTraceStore:
         """
         with self._writing() as reader:
             yield reader.conn
+        self._nudge()
+
+    def _nudge(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.nudge()
 
     def _refuse_if_read_only(self) -> None:
         if self._read_only:
@@ -282,6 +292,7 @@ class SqlAlchemyTraceStore:
             with self._appending() as reader:
                 outcome = append_in(reader, prepared, expected_heads)
             self._after_commit(outcome)
+        self._nudge()
         return outcome.receipt
 
     def preview_record_ids(
@@ -319,6 +330,7 @@ class SqlAlchemyTraceStore:
             with self._writing() as reader:
                 cut, outcome = publish_in(reader, operation, spec)
             self._after_commit(outcome)
+        self._nudge()
         return cut
 
     publish_frontier = publish_cut
@@ -717,6 +729,10 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
             raise
         super().__init__(engine, serialize_reads=location == ":memory:")
         self.path = location
+        if location != ":memory:":
+            self._checkpointer = WalCheckpointer(
+                location, synchronous=DURABILITY_LEVELS[durability]
+            )
 
 
 _LOG_COLUMNS = (
