@@ -49,6 +49,7 @@ from goatherd.infrastructure.store.plan import (
 )
 from goatherd.infrastructure.store.reader import StoreReader
 from goatherd.infrastructure.store.schema import (
+    META_HEAD,
     META_NEXT_COMMIT,
     frontiers,
     path_entries,
@@ -61,6 +62,7 @@ __all__ = ["AppendOutcome", "append_in", "prepare", "publish_in", "read_cutoff"]
 # digest and receipt (tag 1) and the owners' next ordinals (tag 2).
 _STATE_SQL = (
     "SELECT 0, value, NULL FROM meta WHERE key = ? "
+    "UNION ALL SELECT 3, value, NULL FROM meta WHERE key = ? "
     "UNION ALL SELECT 1, batch_digest, receipt_json FROM append_intents "
     "WHERE append_intent_id = ? "
     "UNION ALL SELECT 2, trace_owner_id, CAST(next_ordinal AS TEXT) "
@@ -138,6 +140,7 @@ def append_in(
         prepared.digest,
         plan,
         opened.ordinals.get(WITNESS_OWNER, 0),
+        opened.commits,
     )
     return AppendOutcome(plan.receipt, plan, tuple(new_witnesses))
 
@@ -147,6 +150,7 @@ class _Opened:
     next_commit: int
     intent: tuple[str, str] | None
     ordinals: dict[str, int]
+    commits: int
 
 
 def _open_state(
@@ -157,17 +161,20 @@ def _open_state(
     next_commit: int | None = None
     intent: tuple[str, str] | None = None
     ordinals: dict[str, int] = {}
-    params = (META_NEXT_COMMIT, intent_id, *names)
+    commits = 0
+    params = (META_NEXT_COMMIT, META_HEAD, intent_id, *names)
     for tag, first, second in reader.driver.rows(_state_sql(len(names)), params):
         if tag == 0:
             next_commit = int(first)
         elif tag == 1:
             intent = (first, second)
-        else:
+        elif tag == 2:
             ordinals[first] = int(second)
+        else:
+            commits = int(str(first).split(" ", 1)[0])
     if next_commit is None:
         raise TraceStoreError("trace store meta is missing next_commit_seq")
-    return _Opened(next_commit, intent, ordinals)
+    return _Opened(next_commit, intent, ordinals, commits)
 
 
 @lru_cache(maxsize=64)

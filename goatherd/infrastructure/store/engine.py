@@ -26,10 +26,17 @@ from sqlalchemy.pool import StaticPool
 
 from goatherd.domain.errors import NotATraceStoreError, ReadRequestError
 from goatherd.infrastructure.store.checkpointer import SAFETY_NET_PAGES
+from goatherd.infrastructure.store.migration import (
+    prepare_postgres,
+    upgrade_postgres,
+    upgrade_sqlite_file,
+)
 from goatherd.infrastructure.store.schema import (
+    META_HEAD,
     META_NEXT_COMMIT,
     META_SCHEMA,
     METADATA,
+    SCHEMA_V1,
     SCHEMA_VERSION,
     meta,
 )
@@ -135,36 +142,121 @@ def postgres_engine(url: str, **options: Any) -> Engine:
     return engine
 
 
-def ensure_schema(engine: Engine) -> None:
-    """Create the trace schema if absent and seed ``meta``; refuse a foreign database.
+def ensure_schema(engine: Engine, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> str:
+    """Create the v2 schema if absent, upgrade a v1 trace; refuse anything else.
+
+    Returns:
+        The schema marker now stored (always :data:`SCHEMA_VERSION`).
 
     Raises:
-        NotATraceStoreError: a SQLite database holding other tables but no
-            trace schema, or a file SQLite cannot read.
+        NotATraceStoreError: a database holding other tables but no trace
+            schema, an unknown schema marker (a newer goatherd's, say), or a
+            file SQLite cannot read.
     """
-    with _Translate(engine), engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
-        tables = set(inspect(conn).get_table_names())
-        if conn.dialect.name == "sqlite" and tables and meta.name not in tables:
+    with _Translate(engine):
+        if engine.dialect.name == "postgresql":
+            return _ensure_postgres(engine)
+        return _ensure_sqlite(engine, busy_timeout_ms)
+
+
+def _ensure_sqlite(engine: Engine, busy_timeout_ms: int) -> str:
+    marker = _read_marker(engine)
+    if marker == SCHEMA_V1:
+        assert engine.url.database
+        upgrade_sqlite_file(engine.url.database, busy_timeout_ms)
+        marker = _read_marker(engine)
+    if marker is None:
+        with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
+            marker = _create_if_empty(conn)
+    return _accept(engine, marker)
+
+
+def _ensure_postgres(engine: Engine) -> str:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
+        marker = _marker_in(conn)
+        if marker == SCHEMA_V1:
+            upgrade_postgres(conn)
+            marker = SCHEMA_VERSION
+        elif marker is None:
+            marker = _create_if_empty(conn)
+            if marker == SCHEMA_VERSION:
+                prepare_postgres(conn)
+    return _accept(engine, marker)
+
+
+def _read_marker(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        marker = _marker_in(conn)
+        conn.rollback()
+    return marker
+
+
+def _marker_in(conn: Connection) -> str | None:
+    tables = set(inspect(conn).get_table_names())
+    if meta.name not in tables:
+        if tables and conn.dialect.name == "sqlite":
             raise NotATraceStoreError(
-                f"{engine.url.database} is not a goatherd trace store "
+                f"{conn.engine.url.database} is not a goatherd trace store "
                 f"(it holds other tables: {', '.join(sorted(tables)[:5])})"
             )
-        METADATA.create_all(conn, checkfirst=True)
-        _seed_meta(conn)
+        return None
+    value = conn.execute(
+        select(meta.c.value).where(meta.c.key == META_SCHEMA)
+    ).scalar_one_or_none()
+    return "" if value is None else str(value)
 
 
-def verify_schema(engine: Engine) -> None:
-    """Check, without writing, that the database holds the complete trace schema.
+def _create_if_empty(conn: Connection) -> str:
+    marker = _marker_in(conn)
+    if marker is not None:
+        return marker
+    METADATA.create_all(conn, checkfirst=True)
+    _seed_meta(conn)
+    return SCHEMA_VERSION
+
+
+def _accept(engine: Engine, marker: str | None) -> str:
+    if marker != SCHEMA_VERSION:
+        raise NotATraceStoreError(
+            f"{engine.url.database or 'the database'} has trace schema marker "
+            f"{marker!r}; this goatherd reads {SCHEMA_V1!r} and writes "
+            f"{SCHEMA_VERSION!r} (a newer goatherd wrote it?)"
+        )
+    return marker
+
+
+def verify_schema(engine: Engine) -> str:
+    """Check, without writing, that the database holds a complete trace schema.
+
+    Returns:
+        The schema marker: :data:`SCHEMA_VERSION`, or :data:`SCHEMA_V1` for a
+        trace not yet upgraded (its reads work unchanged).
 
     Raises:
-        NotATraceStoreError: a missing table or column, a missing schema marker,
-            or a file that is not a database.
+        NotATraceStoreError: a missing table or column, a missing or unknown
+            schema marker, or a file that is not a database.
     """
     with _Translate(engine), engine.connect() as conn:
         inspector = inspect(conn)
         tables = set(inspector.get_table_names())
+        marker = (
+            conn.execute(
+                select(meta.c.value).where(meta.c.key == META_SCHEMA)
+            ).scalar_one_or_none()
+            if meta.name in tables
+            else None
+        )
+        if marker not in (SCHEMA_VERSION, SCHEMA_V1):
+            missing = [t.name for t in METADATA.sorted_tables if t.name not in tables]
+            if missing:
+                raise NotATraceStoreError(
+                    f"{engine.url.database or 'database'} is not a goatherd trace "
+                    f"store: table {missing[0]!r} is missing"
+                )
+            raise NotATraceStoreError(
+                f"unexpected trace schema marker {marker!r} (want {SCHEMA_VERSION!r})"
+            )
         for table in METADATA.sorted_tables:
             if table.name not in tables:
                 raise NotATraceStoreError(
@@ -172,26 +264,30 @@ def verify_schema(engine: Engine) -> None:
                     f"store: table {table.name!r} is missing"
                 )
             columns = {c["name"] for c in inspector.get_columns(table.name)}
-            absent = sorted(set(table.columns.keys()) - columns)
+            wanted = set(table.columns.keys())
+            if marker == SCHEMA_V1:
+                wanted -= _V2_COLUMNS
+            absent = sorted(wanted - columns)
             if absent:
                 raise NotATraceStoreError(
                     f"table {table.name!r} lacks columns: {', '.join(absent)}"
                 )
-        marker = conn.execute(
-            select(meta.c.value).where(meta.c.key == META_SCHEMA)
-        ).scalar_one_or_none()
-        if marker != SCHEMA_VERSION:
-            raise NotATraceStoreError(
-                f"unexpected trace schema marker {marker!r} (want {SCHEMA_VERSION!r})"
-            )
         conn.rollback()
+    return str(marker)
+
+
+_V2_COLUMNS = frozenset({"commit_seq", "commit_digest", "head_digest", "txid"})
 
 
 def _seed_meta(conn: Connection) -> None:
     present = set(conn.execute(select(meta.c.key)).scalars())
     rows = [
         {"key": key, "value": value}
-        for key, value in ((META_SCHEMA, SCHEMA_VERSION), (META_NEXT_COMMIT, "0"))
+        for key, value in (
+            (META_SCHEMA, SCHEMA_VERSION),
+            (META_NEXT_COMMIT, "0"),
+            (META_HEAD, "0"),
+        )
         if key not in present
     ]
     if rows:

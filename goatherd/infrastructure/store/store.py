@@ -65,6 +65,7 @@ from goatherd.infrastructure.store.authority import (
 from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt
 from goatherd.infrastructure.store.engine import (
+    BUSY_TIMEOUT_MS,
     DURABILITY_LEVELS,
     WRITE_OPTION,
     ensure_schema,
@@ -723,7 +724,7 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
         location = os.fspath(path)
         engine = sqlite_engine(location, durability, busy_timeout_ms)
         try:
-            ensure_schema(engine)
+            ensure_schema(engine, busy_timeout_ms or BUSY_TIMEOUT_MS)
         except BaseException:
             engine.dispose()
             raise

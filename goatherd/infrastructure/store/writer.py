@@ -22,6 +22,7 @@ from goatherd.infrastructure.store.driver import Driver, Row, placeholders
 from goatherd.infrastructure.store.plan import AppendPlan, StagedRecord, StagedWitness
 from goatherd.infrastructure.store.reader import RecordContent, StoreReader
 from goatherd.infrastructure.store.schema import (
+    META_HEAD,
     META_NEXT_COMMIT,
 )
 
@@ -34,6 +35,7 @@ def persist_plan(
     digest: str,
     plan: AppendPlan,
     witness_next: int,
+    commit_seq: int,
 ) -> list[str]:
     """Write ``plan`` on the reader's connection; return the inserted witness ids.
 
@@ -43,13 +45,17 @@ def persist_plan(
         digest: the batch digest.
         plan: the staged append.
         witness_next: the witness path's stored next ordinal.
+        commit_seq: this commit's number (the count of earlier commits).
 
     Raises:
         TraceStoreError: a witness or record id that already names different
             content.
     """
     sql = reader.driver
-    sql.run(_INSERT_INTENT, (intent_id, digest, encode_receipt(plan.receipt)))
+    sql.run(
+        _INSERT_INTENT,
+        (intent_id, digest, encode_receipt(plan.receipt), commit_seq),
+    )
     _insert_contexts(reader, intent_id, plan)
     witness_ids = [w.record_id for w in plan.witnesses]
     existing = _existing(reader, witness_ids)
@@ -59,8 +65,10 @@ def persist_plan(
     if new_witnesses:
         next_ordinals[WITNESS_OWNER] = witness_next + len(new_witnesses)
     sql.run_many(_UPSERT_ORDINAL, list(next_ordinals.items()))
+    meta_rows = [(META_HEAD, str(commit_seq + 1))]
     if plan.staged:
-        sql.run(_UPDATE_NEXT_COMMIT, (str(plan.next_commit), META_NEXT_COMMIT))
+        meta_rows.append((META_NEXT_COMMIT, str(plan.next_commit)))
+    sql.run_many(_UPSERT_META, meta_rows)
     return new_witnesses
 
 
@@ -265,8 +273,8 @@ def _entry_row(record: StagedRecord, intent_id: str) -> Row:
 # The append path's statements, in plain SQL that SQLite and PostgreSQL share
 # (``driver.py`` says why they bypass SQLAlchemy Core).
 _INSERT_INTENT = (
-    "INSERT INTO append_intents (append_intent_id, batch_digest, receipt_json) "
-    "VALUES (?, ?, ?)"
+    "INSERT INTO append_intents (append_intent_id, batch_digest, receipt_json, "
+    "commit_seq) VALUES (?, ?, ?, ?)"
 )
 _INSERT_CONTEXT = (
     "INSERT INTO contexts (context_id, active_binding_refs_json, "
@@ -297,4 +305,7 @@ _UPSERT_ORDINAL = (
     "INSERT INTO owner_ordinals (trace_owner_id, next_ordinal) VALUES (?, ?) "
     "ON CONFLICT (trace_owner_id) DO UPDATE SET next_ordinal = excluded.next_ordinal"
 )
-_UPDATE_NEXT_COMMIT = "UPDATE meta SET value = ? WHERE key = ?"
+_UPSERT_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
