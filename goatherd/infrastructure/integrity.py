@@ -30,12 +30,11 @@ from goatherd.domain.identity import (
     validate_witness_body,
 )
 from goatherd.domain.records import FRONTIER_SCHEMA_REF, WITNESS_OWNER
+from goatherd.infrastructure.store.reader import next_log_position
 from goatherd.infrastructure.store.schema import (
-    META_NEXT_COMMIT,
     append_intents,
     contexts,
     frontiers,
-    meta,
     owner_ordinals,
     path_entries,
     record_edges,
@@ -337,9 +336,7 @@ def _check_positions(conn: Connection, problems: _Problems) -> int:
                 "log", f"commit receipt {receipt!r} at position {position}", record_id
             )
         count = int(position) + 1
-    next_seq = conn.execute(
-        select(meta.c.value).where(meta.c.key == META_NEXT_COMMIT)
-    ).scalar_one_or_none()
+    next_seq = next_log_position(conn)
     if next_seq is None or int(next_seq) != count:
         problems.add("log", f"next commit sequence {next_seq} but {count} positions")
     return count

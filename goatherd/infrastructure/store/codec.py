@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
 from goatherd.domain.canonical import canonical_json_ascii_bytes
@@ -23,10 +24,12 @@ from goatherd.domain.records import (
 )
 
 __all__ = [
+    "decode_body",
     "decode_context",
     "decode_receipt",
     "decode_record",
     "encode_receipt",
+    "encode_receipt_reference",
     "encode_refs",
     "storage_json",
 ]
@@ -56,12 +59,7 @@ def decode_record(
     parents = _loads(caused_by_json, "caused_by_json")
     if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
         raise TraceStoreError("caused_by_json must decode to a list")
-    body = _loads(body_json, "body_json")
-    if not isinstance(body, dict):
-        raise TraceStoreError("body_json must decode to an object")
-    payload = body.get("payload", body.get("body", {}))
-    if not isinstance(payload, dict):
-        raise TraceStoreError("record payload must decode to an object")
+    payload = decode_body(body_json)
     envelope = RecordEnvelope(
         record_id=record_id,
         digest=digest,
@@ -71,6 +69,21 @@ def decode_record(
         caused_by_record_ids=tuple(parents),
     )
     return envelope, RecordBody(payload=payload)
+
+
+def decode_body(body_json: str) -> dict[str, Any]:
+    """Decode a ``records.body_json`` text into the record's payload.
+
+    Raises:
+        TraceStoreError: the text is not an object holding an object payload.
+    """
+    body = _loads(body_json, "body_json")
+    if not isinstance(body, dict):
+        raise TraceStoreError("body_json must decode to an object")
+    payload = body.get("payload", body.get("body", {}))
+    if not isinstance(payload, dict):
+        raise TraceStoreError("record payload must decode to an object")
+    return payload
 
 
 def decode_context(row: Mapping[Any, Any]) -> RetainedContext:
@@ -91,7 +104,39 @@ def decode_context(row: Mapping[Any, Any]) -> RetainedContext:
 
 
 def encode_receipt(receipt: AppendReceipt) -> str:
-    """Return the stored form of a receipt (kernel-spec 5.7)."""
+    """Return the stored form of a receipt (kernel-spec 5.7).
+
+    Written directly rather than through the canonical encoder: every string
+    in a receipt was already checked by the append's canonical encodings (the
+    intent and owner ids in the batch digest; the record and context ids are
+    hex digests), so only the ASCII quoting and the sorted layout remain. The
+    text equals ``storage_json`` of the receipt object (a property test pins it).
+    """
+    ranges = receipt.owner_ordinal_ranges
+    return "".join(
+        (
+            '{"append_intent_id":',
+            _quote(receipt.append_intent_id),
+            ',"causal_edges":[',
+            ",".join(f"[{_quote(p)},{_quote(c)}]" for p, c in receipt.causal_edges),
+            '],"commit_receipts":[',
+            ",".join(map(_quote, receipt.commit_receipts)),
+            '],"context_receipts":[',
+            ",".join(map(_quote, receipt.context_receipts)),
+            '],"fact_ids":[',
+            ",".join(map(_quote, receipt.fact_ids)),
+            '],"owner_ordinal_ranges":{',
+            ",".join(
+                f"{_quote(owner)}:[{int(ranges[owner][0])},{int(ranges[owner][1])}]"
+                for owner in sorted(ranges)
+            ),
+            "}}",
+        )
+    )
+
+
+def encode_receipt_reference(receipt: AppendReceipt) -> str:
+    """Return the stored form of a receipt through the canonical encoder."""
     return storage_json(
         {
             "append_intent_id": receipt.append_intent_id,

@@ -20,6 +20,7 @@ from goatherd.infrastructure.store.engine import (
     sqlite_read_only_engine,
     verify_schema,
 )
+from goatherd.infrastructure.store.reader import DEFAULT_CACHE_BYTES
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore, SQLiteTraceStore
 
 __all__ = ["open_trace_store", "open_trace_store_read_only"]
@@ -32,7 +33,8 @@ def open_trace_store(
 
     Args:
         url: a SQLAlchemy URL or a bare filesystem path.
-        **options: ``durability`` for SQLite; engine options for PostgreSQL.
+        **options: ``durability``, ``busy_timeout_ms`` for SQLite; engine
+            options for PostgreSQL; ``cache_bytes`` for both.
 
     Raises:
         ValueError: an unsupported URL scheme.
@@ -41,13 +43,14 @@ def open_trace_store(
     kind, location = _locate(url)
     if kind == "sqlite":
         return SQLiteTraceStore(location, **options)
+    cache_bytes = options.pop("cache_bytes", DEFAULT_CACHE_BYTES)
     engine = postgres_engine(location, **options)
     try:
         ensure_schema(engine)
     except BaseException:
         engine.dispose()
         raise
-    return SqlAlchemyTraceStore(engine)
+    return SqlAlchemyTraceStore(engine, cache_bytes=cache_bytes)
 
 
 def open_trace_store_read_only(
@@ -68,11 +71,11 @@ def open_trace_store_read_only(
     else:
         engine = postgres_engine(location)
     try:
-        verify_schema(engine)
+        marker = verify_schema(engine)
     except BaseException:
         engine.dispose()
         raise
-    return SqlAlchemyTraceStore(engine, read_only=True)
+    return SqlAlchemyTraceStore(engine, read_only=True, schema=marker)
 
 
 def _locate(url: str | os.PathLike[str]) -> tuple[str, str]:

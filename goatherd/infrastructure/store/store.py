@@ -12,22 +12,26 @@ cached in-process; the caches are filled only after commit.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import select as select_module
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self, TypeVar
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, func, or_, select, text
 
+from goatherd.domain.contexts import OperationContext
 from goatherd.domain.effects import EffectEvent
 from goatherd.domain.errors import (
     CheckpointBlobTooLargeError,
     ReadOnlyStoreError,
     ReadRequestError,
+    StoreUnavailableError,
     TraceStoreError,
     UnknownFactError,
 )
@@ -40,7 +44,6 @@ from goatherd.domain.records import (
     Cut,
     CutSpec,
     Record,
-    RecordBody,
     RecordEnvelope,
     RecordView,
     RetainedContext,
@@ -51,11 +54,10 @@ from goatherd.domain.store import AppendAuthority, ReadAuthority
 from goatherd.domain.workspace import WorkspaceState
 from goatherd.infrastructure.store import ledgers
 from goatherd.infrastructure.store.appending import (
-    AppendOutcome,
-    append_in,
-    prepare,
+    Member,
     publish_in,
     read_cutoff,
+    run_group,
 )
 from goatherd.infrastructure.store.authority import (
     append_context,
@@ -64,6 +66,7 @@ from goatherd.infrastructure.store.authority import (
 )
 from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt
+from goatherd.infrastructure.store.commits import CommitQueue
 from goatherd.infrastructure.store.engine import (
     BUSY_TIMEOUT_MS,
     DURABILITY_LEVELS,
@@ -72,14 +75,16 @@ from goatherd.infrastructure.store.engine import (
     sqlite_engine,
 )
 from goatherd.infrastructure.store.outages import outages
-from goatherd.infrastructure.store.plan import (
-    StoredState,
-    context_requests,
-    plan_append,
+from goatherd.infrastructure.store.plan import prepare, resolve_ids
+from goatherd.infrastructure.store.postgres import SAFE_TXID_SQL
+from goatherd.infrastructure.store.reader import (
+    DEFAULT_CACHE_BYTES,
+    ContentCache,
+    StoreReader,
+    record_size,
 )
-from goatherd.infrastructure.store.reader import ContentCache, StoreReader
 from goatherd.infrastructure.store.schema import (
-    META_NEXT_COMMIT,
+    SCHEMA_VERSION,
     append_intents,
     contexts,
     owner_ordinals,
@@ -91,6 +96,7 @@ from goatherd.infrastructure.store.slices import (
     check_mode_filter,
     visible_record,
 )
+from goatherd.infrastructure.store.staging import MemberPlan
 
 __all__ = [
     "DEFAULT_CHECKPOINT_BLOB_LIMIT",
@@ -101,7 +107,8 @@ __all__ = [
 
 DEFAULT_CHECKPOINT_BLOB_LIMIT = ledgers.DEFAULT_CHECKPOINT_BLOB_LIMIT
 _LOG = logging.getLogger(__name__)
-_NEXT_COMMIT_FOR_UPDATE = "SELECT value FROM meta WHERE key = ? FOR UPDATE"
+_R = TypeVar("_R")
+_ADAPTER_LOCK_SQL = "SELECT pg_advisory_xact_lock(1617391936)"
 
 
 class EffectPublisher(Protocol):
@@ -115,9 +122,15 @@ class EffectPublisher(Protocol):
 class SqlAlchemyTraceStore:
     """The trace store over a SQLAlchemy engine (SQLite or PostgreSQL).
 
-    Thread-safe: appends of one store object serialize on a re-entrant lock
-    and, across processes, on the database's write lock. The returned payload
-    objects are shared with the store's cache: treat them as read-only.
+    Thread-safe. Appends go through a commit queue (``commits.py``): appends
+    that arrive while a commit runs are committed together in the next
+    transaction, each with its own receipt or error, returned only after that
+    transaction's ``COMMIT``. Across processes, SQLite's write lock serializes
+    the transactions; PostgreSQL writers lock only the owners and intents they
+    touch. The returned payload objects are shared with the store's cache:
+    treat them as read-only.
+
+    ``cache_bytes`` bounds the in-process content cache (default 16 MiB).
     """
 
     def __init__(
@@ -126,22 +139,27 @@ class SqlAlchemyTraceStore:
         *,
         read_only: bool = False,
         serialize_reads: bool = False,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        schema: str = SCHEMA_VERSION,
     ) -> None:
         self._engine = engine
+        self._schema = schema
         self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
         self._read_only = read_only
         self._serialize_reads = serialize_reads
         self._lock = threading.RLock()
-        self._cache = ContentCache()
+        self._cache = ContentCache(cache_bytes)
         self._bus: EffectPublisher | None = None
         self._blob_limit = DEFAULT_CHECKPOINT_BLOB_LIMIT
         self._postgres = engine.dialect.name == "postgresql"
-        # SQLite appends reuse one connection (held while the store is open):
-        # a pool checkout, reset and checkin per append cost as much as the
-        # append's statements. PostgreSQL keeps the pool (and its pre-ping).
-        self._hold_writer = not self._postgres
+        self._high_water = self._postgres and schema == SCHEMA_VERSION
+        # Appends reuse one connection (held while the store is open): a pool
+        # checkout, reset and checkin (and on PostgreSQL a pre-ping round
+        # trip) per append cost as much as the append's own statements.
         self._writer: Connection | None = None
         self._checkpointer: WalCheckpointer | None = None
+        self._queue: CommitQueue[Member] = CommitQueue(self._commit_group, max_group=1)
+        self._contexts: dict[object, OperationContext] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -183,75 +201,87 @@ class SqlAlchemyTraceStore:
 
     # ---------------------------------------------------------- transactions
 
-    @contextmanager
-    def _reading(self) -> Iterator[StoreReader]:
+    def _reading(self) -> AbstractContextManager[StoreReader]:
         if self._serialize_reads:
-            with outages(), self._lock, self._engine.begin() as conn:
-                yield StoreReader(conn, self._cache)
-        else:
-            with outages(), self._engine.begin() as conn:
-                yield StoreReader(conn, self._cache)
+            return _locked_read(self._lock, self._engine, self._cache)
+        return _read(self._engine, self._cache)
 
-    @contextmanager
-    def _writing(self) -> Iterator[StoreReader]:
-        self._refuse_if_read_only()
-        with outages(), self._lock, self._write_transaction() as conn:
-            reader = StoreReader(conn, self._cache)
-            if self._postgres:
-                # The meta row is the serialization point on PostgreSQL;
-                # SQLite already holds its write lock since BEGIN IMMEDIATE.
-                reader.driver.rows(_NEXT_COMMIT_FOR_UPDATE, (META_NEXT_COMMIT,))
-            yield reader
+    def _held_writer(self) -> Connection:
+        """Return the held write connection, (re)connecting when needed.
 
-    @contextmanager
-    def _write_transaction(self) -> Iterator[Connection]:
-        if not self._hold_writer:
-            with self._write_engine.begin() as conn:
-                yield conn
-            return
-        if self._writer is None or self._writer.invalidated:
-            self._writer = self._write_engine.connect()
-        with self._writer.begin():
-            yield self._writer
-
-    @contextmanager
-    def _appending(self) -> Iterator[StoreReader]:
-        """Open an append's write transaction (the caller holds the store lock).
-
-        On SQLite the append's transaction runs straight on the held driver
-        connection (``BEGIN IMMEDIATE`` ... ``COMMIT``): SQLAlchemy's begin and
-        commit bookkeeping cost about as much as two of the append's
-        statements. The append path issues only driver-level statements, so
-        the SQLAlchemy connection never sees this transaction.
+        Instead of a pre-ping round trip, an idle PostgreSQL connection is
+        checked for pending input: a server that ended the session left its
+        goodbye (or end of file) on the socket, so a readable idle socket
+        means a dead connection, replaced before the append uses it.
         """
-        if not self._hold_writer:
-            with self._writing() as reader:
-                yield reader
-            return
+        writer = self._writer
+        if (
+            writer is not None
+            and self._postgres
+            and not writer.invalidated
+            and _has_pending_input(writer.connection.driver_connection)
+        ):
+            writer.invalidate()
+        if writer is None or writer.invalidated or writer.closed:
+            if writer is not None:
+                writer.close()
+            writer = self._writer = self._write_engine.connect()
+        return writer
+
+    def _write(self, work: Callable[[StoreReader], _R]) -> _R:
+        """Run ``work`` in one write transaction on the held connection.
+
+        Driver-level ``BEGIN IMMEDIATE``/``COMMIT`` on SQLite (SQLAlchemy's
+        begin and commit bookkeeping cost about as much as two statements),
+        the connection's own transaction on PostgreSQL. The caller holds the
+        store lock.
+        """
         self._refuse_if_read_only()
-        with outages():
-            if self._writer is None or self._writer.invalidated:
-                self._writer = self._write_engine.connect()
-            raw = self._writer.connection.driver_connection
-            assert raw is not None
-            raw.execute("BEGIN IMMEDIATE")
-            try:
-                yield StoreReader(self._writer, self._cache)
-                raw.execute("COMMIT")
-            except BaseException:
-                if raw.in_transaction:
-                    raw.execute("ROLLBACK")
-                raise
+        try:
+            with outages():
+                writer = self._held_writer()
+                raw = writer.connection.driver_connection
+                assert raw is not None
+                reader = StoreReader(writer, self._cache)
+                if self._postgres:
+                    result = _pipelined(raw, lambda: work(reader))
+                else:
+                    raw.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = work(reader)
+                        raw.execute("COMMIT")
+                    except BaseException:
+                        _rollback(raw, False)
+                        raise
+        except StoreUnavailableError:
+            if self._writer is not None:
+                self._writer.invalidate()
+            raise
+        return result
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
-        """Open a write transaction serialized with appends, for non-trace tables.
+        """Open a write transaction for adapters' own rows beside the trace.
 
-        For adapters that keep their own rows beside the trace (projection
-        views, tracking rows). The trace tables are written only by ``append``.
+        For projection views, tracking rows and snapshots. Such transactions
+        are serialized with each other across processes (SQLite's write lock;
+        an advisory lock on PostgreSQL) and, in this process, with this
+        store's appends. The trace tables are written only by ``append`` (and
+        by an import into an empty store).
         """
-        with self._writing() as reader:
-            yield reader.conn
+        self._refuse_if_read_only()
+        with self._lock:
+            try:
+                with outages():
+                    writer = self._held_writer()
+                    with writer.begin():
+                        if self._postgres:
+                            writer.exec_driver_sql(_ADAPTER_LOCK_SQL)
+                        yield writer
+            except StoreUnavailableError:
+                if self._writer is not None:
+                    self._writer.invalidate()
+                raise
         self._nudge()
 
     def _nudge(self) -> None:
@@ -283,18 +313,53 @@ class SqlAlchemyTraceStore:
             UnknownFactError: an unknown causal parent.
             BatchShapeError, RecordInputError: a malformed batch.
             ReadOnlyStoreError: the store is read-only.
+            StoreUnavailableError: the database could not commit.
         """
-        operation = append_context(context)
+        operation = self._append_context(context)
         self._refuse_if_read_only()
-        prepared = prepare(operation, batch)
-        # Publish before releasing the store lock, so that the events of one
-        # store reach subscribers in commit (position) order.
-        with self._lock:
-            with self._appending() as reader:
-                outcome = append_in(reader, prepared, expected_heads)
-            self._after_commit(outcome)
-        self._nudge()
-        return outcome.receipt
+        member = Member(prepare(operation, batch, self._cache.contexts), expected_heads)
+        self._queue.submit(member)
+        if member.error is not None:
+            raise member.error
+        assert member.outcome is not None
+        return member.outcome.receipt
+
+    def _append_context(self, context: object) -> OperationContext:
+        # Contexts are frozen values, mostly one per process: coerce each once.
+        try:
+            found = self._contexts.get(context)
+        except TypeError:
+            return append_context(context)
+        if found is None:
+            found = append_context(context)
+            if len(self._contexts) < 64:
+                self._contexts[context] = found
+        return found
+
+    def _commit_group(self, members: list[Member]) -> None:
+        """Commit one group (the commit queue's leader calls this)."""
+        try:
+            with self._lock:
+                plans = self._write(lambda reader: run_group(reader, members))
+                self._after_commit(plans)
+        except Exception as error:
+            for member in members:
+                member.outcome = None
+            if len(members) == 1 or isinstance(error, StoreUnavailableError):
+                for member in members:
+                    member.error = error
+                return
+            # Not one member's own error: find whose, committing the others.
+            for member in members:
+                member.error = None
+                self._commit_group([member])
+        except BaseException as error:
+            for member in members:
+                if not member.finished:
+                    member.error = error
+            raise
+        finally:
+            self._nudge()
 
     def preview_record_ids(
         self, context: AppendAuthority, batch: AppendBatch
@@ -305,15 +370,15 @@ class SqlAlchemyTraceStore:
         consulted.
         """
         operation = append_context(context)
-        prepared = prepare(operation, batch)
-        requests = context_requests(operation, batch)
-        with self._reading() as reader:
-            state = StoredState(
-                contexts=reader.contexts(r.context_id for r in requests),
-                check_parents=False,
-            )
-        plan = plan_append(operation, batch, prepared.groups, requests, state)
-        return plan.receipt.fact_ids
+        prepared = prepare(operation, batch, self._cache.contexts)
+        if prepared.deferred is not None:
+            raise prepared.deferred
+        ids = prepared.ids
+        if ids is None:
+            with self._reading() as reader:
+                stored = reader.contexts(prepared.reused_contexts())
+            ids = resolve_ids(prepared, stored)
+        return tuple(found.record_id for found in ids)
 
     preview_fact_ids = preview_record_ids
 
@@ -328,47 +393,50 @@ class SqlAlchemyTraceStore:
         """
         operation = publish_context(context)
         with self._lock:
-            with self._writing() as reader:
-                cut, outcome = publish_in(reader, operation, spec)
-            self._after_commit(outcome)
+            cut, _, plans = self._write(
+                lambda reader: publish_in(reader, operation, spec, self._cache.contexts)
+            )
+            self._after_commit(plans)
         self._nudge()
         return cut
 
     publish_frontier = publish_cut
 
-    def _after_commit(self, outcome: AppendOutcome) -> None:
-        plan = outcome.plan
-        if plan is None:
-            return
-        self._cache.add_contexts(plan.new_contexts)
-        self._cache.add_records(
+    def _after_commit(self, plans: list[MemberPlan]) -> None:
+        cache = self._cache
+        cache.add_contexts(c for plan in plans for c in plan.new_contexts)
+        cache.add_records(
             (
-                s.record_id,
+                r.record_id,
                 (
                     RecordEnvelope(
-                        s.record_id,
-                        s.record_id,
-                        s.schema_ref,
-                        s.mode,
-                        s.witness_ref,
-                        s.parents,
+                        r.record_id,
+                        r.record_id,
+                        r.schema_ref,
+                        r.mode,
+                        r.witness_ref,
+                        r.parents,
                     ),
-                    RecordBody(s.payload),
+                    '{"payload":' + r.payload_json + "}",
                 ),
+                record_size(r.payload_json, decoded=False),
             )
-            for s in plan.staged
+            for plan in plans
+            for r in plan.records
         )
-        with self._cache.lock:
-            self._cache.witnesses.update(w.record_id for w in plan.witnesses)
+        witnesses = [w.record_id for plan in plans for w, _ in plan.new_witnesses]
+        if witnesses:
+            with cache.lock:
+                cache.witnesses.update(witnesses)
         if self._bus is not None:
-            self._publish(outcome)
+            for plan in plans:
+                self._publish(plan)
 
-    def _publish(self, outcome: AppendOutcome) -> None:
+    def _publish(self, plan: MemberPlan) -> None:
         assert self._bus is not None
-        assert outcome.plan is not None
         now = datetime.now(UTC)
-        intent = outcome.receipt.append_intent_id
-        for staged in outcome.plan.staged:
+        intent = plan.prepared.intent_id
+        for staged in plan.records:
             event = EffectEvent(
                 record_id=staged.record_id,
                 intent_id=intent,
@@ -378,7 +446,7 @@ class SqlAlchemyTraceStore:
                 mode=staged.mode,
                 schema_ref=staged.schema_ref,
                 kind_label=staged.kind_label,
-                payload=staged.payload,
+                payload=json.loads(staged.payload_json),
                 causal_parents=staged.parents,
                 timestamp=now,
             )
@@ -554,13 +622,20 @@ class SqlAlchemyTraceStore:
         *,
         schema_refs: Collection[str] | None = None,
     ) -> tuple[LogEntry, ...]:
-        """Return ordinary path entries with position > ``after``, ascending."""
+        """Return ordinary path entries with position > ``after``, ascending.
+
+        On PostgreSQL only positions below the safe high-water mark are
+        returned (ADR 0036): a reader never passes a position that a
+        transaction still running will commit.
+        """
         stmt = (
             select(*_LOG_COLUMNS)
             .where(path_entries.c.position > after)
             .order_by(path_entries.c.position)
             .limit(max(limit, 0))
         )
+        if self._high_water:
+            stmt = stmt.where(_SAFE_ROW)
         if schema_refs is not None:
             stmt = stmt.join(
                 records, records.c.record_id == path_entries.c.record_id
@@ -568,11 +643,20 @@ class SqlAlchemyTraceStore:
         return self._log_entries(stmt)
 
     def max_position(self) -> int:
-        """Return the highest committed log position (-1 when empty)."""
+        """Return the highest committed log position (-1 when empty).
+
+        On PostgreSQL, the highest below the safe high-water mark.
+        """
+        stmt = select(func.max(path_entries.c.position))
+        if self._high_water:
+            stmt = (
+                select(path_entries.c.position)
+                .where(path_entries.c.position.is_not(None), _SAFE_ROW)
+                .order_by(path_entries.c.position.desc())
+                .limit(1)
+            )
         with self._reading() as reader:
-            value = reader.conn.execute(
-                select(func.max(path_entries.c.position))
-            ).scalar()
+            value = reader.conn.execute(stmt).scalar()
         return -1 if value is None else int(value)
 
     def read_path(
@@ -707,7 +791,9 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
     ``synchronous=NORMAL`` (``durability="normal"``, survives a process crash)
     or ``FULL`` (``durability="full"``, survives power loss). A writer waits
     ``busy_timeout_ms`` (default 30 s) for another process's write lock, then
-    raises ``StoreUnavailableError`` having written nothing.
+    raises ``StoreUnavailableError`` having written nothing. A schema v1 file
+    is upgraded to v2 when opened (``migration.py``). ``cache_bytes`` bounds
+    the in-process content cache.
 
     Raises:
         NotATraceStoreError: the file is not a SQLite database, or holds
@@ -720,6 +806,7 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
         *,
         durability: str = "normal",
         busy_timeout_ms: int | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         location = os.fspath(path)
         engine = sqlite_engine(location, durability, busy_timeout_ms)
@@ -728,13 +815,66 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
         except BaseException:
             engine.dispose()
             raise
-        super().__init__(engine, serialize_reads=location == ":memory:")
+        super().__init__(
+            engine, serialize_reads=location == ":memory:", cache_bytes=cache_bytes
+        )
         self.path = location
         if location != ":memory:":
             self._checkpointer = WalCheckpointer(
                 location, synchronous=DURABILITY_LEVELS[durability]
             )
 
+
+@contextmanager
+def _read(engine: Engine, cache: ContentCache) -> Iterator[StoreReader]:
+    with outages(), engine.begin() as conn:
+        yield StoreReader(conn, cache)
+
+
+@contextmanager
+def _locked_read(
+    lock: threading.RLock, engine: Engine, cache: ContentCache
+) -> Iterator[StoreReader]:
+    with outages(), lock, engine.begin() as conn:
+        yield StoreReader(conn, cache)
+
+
+def _pipelined(raw: Any, work: Callable[[], _R]) -> _R:
+    """Run ``work`` and commit in a psycopg pipeline: writes go out together."""
+    try:
+        with raw.pipeline():
+            result = work()
+            raw.commit()
+    except BaseException:
+        _rollback(raw, True)
+        raise
+    return result
+
+
+def _has_pending_input(raw: Any) -> bool:
+    try:
+        ready, _, _ = select_module.select([raw.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
+
+
+def _rollback(raw: Any, postgres: bool) -> None:
+    try:
+        if postgres:
+            raw.rollback()
+        elif raw.in_transaction:
+            raw.execute("ROLLBACK")
+    except Exception:  # the connection is gone; the outage reports it
+        _LOG.debug("rollback after a failed append failed", exc_info=True)
+
+
+# A row every writer that could still commit a smaller position has ended
+# for: its writer's transaction id is below the snapshot's xmin (ADR 0036).
+_SAFE_ROW = or_(
+    path_entries.c.txid.is_(None),
+    path_entries.c.txid < text(f"(SELECT {SAFE_TXID_SQL})"),
+)
 
 _LOG_COLUMNS = (
     path_entries.c.record_id,
