@@ -15,7 +15,9 @@ PostgreSQL: a plain pooled engine; the append transaction serializes on the
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
@@ -44,6 +46,7 @@ from goatherd.infrastructure.store.schema import (
 __all__ = [
     "DURABILITY_LEVELS",
     "WRITE_OPTION",
+    "begin_immediate",
     "ensure_schema",
     "postgres_engine",
     "sqlite_engine",
@@ -107,7 +110,7 @@ def sqlite_engine(
         # checkpoint at COMMIT stays only as a safety net (checkpointer.py).
         f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}",
     )
-    _install_sqlite_hooks(engine, pragmas=pragmas)
+    _install_sqlite_hooks(engine, pragmas=pragmas, timeout_ms=timeout_ms)
     _install_text_guard(engine)
     return engine
 
@@ -320,7 +323,9 @@ def _classify_sqlite_file(path: str) -> None:
         )
 
 
-def _install_sqlite_hooks(engine: Engine, *, pragmas: tuple[str, ...]) -> None:
+def _install_sqlite_hooks(
+    engine: Engine, *, pragmas: tuple[str, ...], timeout_ms: int = BUSY_TIMEOUT_MS
+) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -336,9 +341,47 @@ def _install_sqlite_hooks(engine: Engine, *, pragmas: tuple[str, ...]) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         # Straight on the driver: a SQLAlchemy execution here costs more than
         # the BEGIN itself, on every read and every append.
-        conn.connection.driver_connection.execute(  # type: ignore[union-attr]
-            "BEGIN IMMEDIATE" if write else "BEGIN"
-        )
+        raw = conn.connection.driver_connection
+        if write:
+            begin_immediate(raw, timeout_ms)
+        else:
+            raw.execute("BEGIN")  # type: ignore[union-attr]
+
+
+def begin_immediate(raw: Any, timeout_ms: int) -> None:
+    """Send ``BEGIN IMMEDIATE``, waiting for another writer at most ``timeout_ms``.
+
+    The store's held writer connection runs with ``busy_timeout=0`` and waits
+    here instead: SQLite's own busy handler sleeps 1, 2, 5, ... up to 100 ms
+    between attempts, so writer processes that contend for the lock (held
+    well under a millisecond per commit) mostly slept while it was free. This
+    loop retries after 50 us, doubling to 2 ms, with jitter.
+
+    Raises:
+        sqlite3.OperationalError: still locked after ``timeout_ms``.
+    """
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+        return
+    except sqlite3.OperationalError as error:
+        if not _locked(error):
+            raise
+    deadline = time.monotonic() + timeout_ms / 1000
+    delay = 50e-6
+    while True:
+        time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter only
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as error:
+            if not _locked(error) or time.monotonic() >= deadline:
+                raise
+        delay = min(delay * 2, 0.002)
+
+
+def _locked(error: sqlite3.OperationalError) -> bool:
+    message = str(error)
+    return "locked" in message or "busy" in message
 
 
 def _install_text_guard(engine: Engine) -> None:

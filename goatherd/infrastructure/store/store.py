@@ -52,6 +52,7 @@ from goatherd.domain.records import (
 )
 from goatherd.domain.store import AppendAuthority, ReadAuthority
 from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.store import engine as engine_module
 from goatherd.infrastructure.store import ledgers
 from goatherd.infrastructure.store.appending import (
     Member,
@@ -71,6 +72,7 @@ from goatherd.infrastructure.store.engine import (
     BUSY_TIMEOUT_MS,
     DURABILITY_LEVELS,
     WRITE_OPTION,
+    begin_immediate,
     ensure_schema,
     sqlite_engine,
 )
@@ -141,9 +143,11 @@ class SqlAlchemyTraceStore:
         serialize_reads: bool = False,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         schema: str = SCHEMA_VERSION,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     ) -> None:
         self._engine = engine
         self._schema = schema
+        self._busy_timeout_ms = busy_timeout_ms
         self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
         self._read_only = read_only
         self._serialize_reads = serialize_reads
@@ -158,7 +162,7 @@ class SqlAlchemyTraceStore:
         # trip) per append cost as much as the append's own statements.
         self._writer: Connection | None = None
         self._checkpointer: WalCheckpointer | None = None
-        self._queue: CommitQueue[Member] = CommitQueue(self._commit_group, max_group=1)
+        self._queue: CommitQueue[Member] = CommitQueue(self._commit_group)
         self._contexts: dict[object, OperationContext] = {}
 
     # ------------------------------------------------------------ lifecycle
@@ -179,6 +183,8 @@ class SqlAlchemyTraceStore:
             self._checkpointer.close()
         with self._lock:
             if self._writer is not None:
+                # Discarded, not pooled: its busy timeout is the append path's.
+                self._writer.invalidate()
                 self._writer.close()
                 self._writer = None
         self._engine.dispose()
@@ -226,6 +232,11 @@ class SqlAlchemyTraceStore:
             if writer is not None:
                 writer.close()
             writer = self._writer = self._write_engine.connect()
+            if not self._postgres:
+                # This connection waits for other writers in begin_immediate
+                # (fine-grained), never in SQLite's busy handler.
+                writer.exec_driver_sql("PRAGMA busy_timeout=0")
+                writer.rollback()
         return writer
 
     def _write(self, work: Callable[[StoreReader], _R]) -> _R:
@@ -246,7 +257,7 @@ class SqlAlchemyTraceStore:
                 if self._postgres:
                     result = _pipelined(raw, lambda: work(reader))
                 else:
-                    raw.execute("BEGIN IMMEDIATE")
+                    begin_immediate(raw, self._busy_timeout_ms)
                     try:
                         result = work(reader)
                         raw.execute("COMMIT")
@@ -811,12 +822,17 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
         location = os.fspath(path)
         engine = sqlite_engine(location, durability, busy_timeout_ms)
         try:
-            ensure_schema(engine, busy_timeout_ms or BUSY_TIMEOUT_MS)
+            ensure_schema(engine, _timeout(busy_timeout_ms))
         except BaseException:
             engine.dispose()
             raise
         super().__init__(
-            engine, serialize_reads=location == ":memory:", cache_bytes=cache_bytes
+            engine,
+            serialize_reads=location == ":memory:",
+            cache_bytes=cache_bytes,
+            busy_timeout_ms=BUSY_TIMEOUT_MS
+            if busy_timeout_ms is None
+            else busy_timeout_ms,
         )
         self.path = location
         if location != ":memory:":
@@ -837,6 +853,11 @@ def _locked_read(
 ) -> Iterator[StoreReader]:
     with outages(), lock, engine.begin() as conn:
         yield StoreReader(conn, cache)
+
+
+def _timeout(busy_timeout_ms: int | None) -> int:
+    # Read at call time: tests lower the module default for stores they open.
+    return engine_module.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
 
 
 def _pipelined(raw: Any, work: Callable[[], _R]) -> _R:
