@@ -48,8 +48,8 @@ _T = TypeVar("_T")
 _K = TypeVar("_K")
 ViewKey = tuple["EntryRow", str]
 
-DEFAULT_CACHE_BYTES: Final = 16 << 20
-"""The default budget of a store's in-process content cache (16 MiB)."""
+DEFAULT_CACHE_BYTES: Final = 8 << 20
+"""The default budget of a store's in-process content cache (8 MiB)."""
 
 # Rough resident sizes, for the budget: the objects around a record (envelope,
 # ids, tuples, the dict slot) and a decoded payload per byte of its JSON.

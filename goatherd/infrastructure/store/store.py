@@ -132,7 +132,7 @@ class SqlAlchemyTraceStore:
     touch. The returned payload objects are shared with the store's cache:
     treat them as read-only.
 
-    ``cache_bytes`` bounds the in-process content cache (default 16 MiB).
+    ``cache_bytes`` bounds the in-process content cache (default 8 MiB).
     """
 
     def __init__(
@@ -249,7 +249,7 @@ class SqlAlchemyTraceStore:
         """
         self._refuse_if_read_only()
         try:
-            with outages():
+            with outages:
                 writer = self._held_writer()
                 raw = writer.connection.driver_connection
                 assert raw is not None
@@ -283,7 +283,7 @@ class SqlAlchemyTraceStore:
         self._refuse_if_read_only()
         with self._lock:
             try:
-                with outages():
+                with outages:
                     writer = self._held_writer()
                     with writer.begin():
                         if self._postgres:
@@ -843,7 +843,7 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
 
 @contextmanager
 def _read(engine: Engine, cache: ContentCache) -> Iterator[StoreReader]:
-    with outages(), engine.begin() as conn:
+    with outages, engine.begin() as conn:
         yield StoreReader(conn, cache)
 
 
@@ -851,7 +851,7 @@ def _read(engine: Engine, cache: ContentCache) -> Iterator[StoreReader]:
 def _locked_read(
     lock: threading.RLock, engine: Engine, cache: ContentCache
 ) -> Iterator[StoreReader]:
-    with outages(), lock, engine.begin() as conn:
+    with outages, lock, engine.begin() as conn:
         yield StoreReader(conn, cache)
 
 

@@ -303,3 +303,16 @@ def test_the_content_cache_stays_within_its_budget() -> None:
     assert 0 < len(cache.records) < 5000
     assert f"sha256:{4999}" in cache.records  # the newest are kept
     assert "sha256:0" not in cache.records
+
+
+def test_a_store_s_cache_budget_is_configurable(tmp_path) -> None:
+    from goatherd.infrastructure.store import SQLiteTraceStore
+
+    with SQLiteTraceStore(tmp_path / "t.sqlite", cache_bytes=64_000) as small:
+        for n in range(300):
+            small.append(CTX, batch(f"i:{n}", "exec:a", draft("x" * 200)))
+        assert small._cache.records.used <= small._cache.records.budget <= 64_000
+        assert len(small._cache.records) < 300
+        # evicted records still read (from the file)
+        log = small.read_log(limit=1000)
+        assert len(log) == 300
