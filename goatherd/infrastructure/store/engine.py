@@ -29,6 +29,7 @@ from sqlalchemy.pool import StaticPool
 from goatherd.domain.errors import NotATraceStoreError, ReadRequestError
 from goatherd.infrastructure.store.checkpointer import SAFETY_NET_PAGES
 from goatherd.infrastructure.store.migration import (
+    install_postgres_functions,
     prepare_postgres,
     upgrade_postgres,
     upgrade_sqlite_file,
@@ -185,6 +186,8 @@ def _ensure_postgres(engine: Engine) -> str:
             marker = _create_if_empty(conn)
             if marker == SCHEMA_VERSION:
                 prepare_postgres(conn)
+        elif marker == SCHEMA_VERSION:
+            install_postgres_functions(conn)
     return _accept(engine, marker)
 
 

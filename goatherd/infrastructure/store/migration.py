@@ -42,7 +42,12 @@ from goatherd.infrastructure.store.schema import (
     path_entries,
 )
 
-__all__ = ["prepare_postgres", "upgrade_postgres", "upgrade_sqlite_file"]
+__all__ = [
+    "install_postgres_functions",
+    "prepare_postgres",
+    "upgrade_postgres",
+    "upgrade_sqlite_file",
+]
 
 _REBUILT: Final = (meta, owner_ordinals, contexts, path_entries)
 _V1_INDEXES: Final = ("idx_path_entries_record", "idx_path_entries_position")
@@ -159,6 +164,17 @@ def upgrade_postgres(conn: Connection) -> None:
         )
 
 
+def install_postgres_functions(conn: Connection) -> None:
+    """(Re)create this version's allocation function and indexes (idempotent)."""
+    run = conn.exec_driver_sql
+    for statement in postgres.DDL:
+        run(statement)
+    run(
+        "CREATE INDEX IF NOT EXISTS idx_append_intents_commit "
+        "ON append_intents (commit_seq)"
+    )
+
+
 def prepare_postgres(conn: Connection) -> None:
     """Create (or keep) the sequences, the function and the unsealed-chain index.
 
@@ -170,6 +186,10 @@ def prepare_postgres(conn: Connection) -> None:
     run(
         "CREATE INDEX IF NOT EXISTS idx_append_intents_unsealed "
         "ON append_intents (commit_seq) WHERE head_digest IS NULL"
+    )
+    run(
+        "CREATE INDEX IF NOT EXISTS idx_append_intents_commit "
+        "ON append_intents (commit_seq)"
     )
     next_position = run(
         "SELECT COALESCE(MAX(position) + 1, 0) FROM path_entries"

@@ -35,34 +35,33 @@ ALLOCATE_LOCK_KEY: Final = 0x60A7_A110
 POSITIONS_SEQUENCE: Final = "goatherd_positions"
 COMMITS_SEQUENCE: Final = "goatherd_commits"
 
-DDL: Final = (
-    f"CREATE SEQUENCE IF NOT EXISTS {POSITIONS_SEQUENCE} AS bigint "
-    "MINVALUE 0 START WITH 0",
-    f"CREATE SEQUENCE IF NOT EXISTS {COMMITS_SEQUENCE} AS bigint "
-    "MINVALUE 0 START WITH 0",
-    # Returns ARRAY[txid, first position, first commit number]; -1 for none.
-    f"""
+# Returns ARRAY[txid, first position, first commit number]; -1 for none.
+_ALLOCATE_FUNCTION: Final = (
+    """
 CREATE OR REPLACE FUNCTION goatherd_allocate(positions integer, commits integer)
 RETURNS bigint[] LANGUAGE plpgsql AS $fn$
 DECLARE
     xid bigint;
+    floor bigint;
     first_position bigint := -1;
     first_commit bigint := -1;
 BEGIN
     PERFORM pg_advisory_lock({ALLOCATE_LOCK_KEY});
     BEGIN
         xid := pg_current_xact_id()::text::bigint;
+        -- Never below what is committed: rows an import wrote took numbers
+        -- without the sequences (two index lookups).
         IF positions > 0 THEN
             first_position := nextval('{POSITIONS_SEQUENCE}');
-            IF positions > 1 THEN
-                PERFORM setval('{POSITIONS_SEQUENCE}', first_position + positions - 1);
-            END IF;
+            SELECT COALESCE(max(position) + 1, 0) INTO floor FROM path_entries;
+            first_position := GREATEST(first_position, floor);
+            PERFORM setval('{POSITIONS_SEQUENCE}', first_position + positions - 1);
         END IF;
         IF commits > 0 THEN
             first_commit := nextval('{COMMITS_SEQUENCE}');
-            IF commits > 1 THEN
-                PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
-            END IF;
+            SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
+            first_commit := GREATEST(first_commit, floor);
+            PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
         END IF;
     EXCEPTION WHEN OTHERS THEN
         PERFORM pg_advisory_unlock({ALLOCATE_LOCK_KEY});
@@ -71,7 +70,17 @@ BEGIN
     PERFORM pg_advisory_unlock({ALLOCATE_LOCK_KEY});
     RETURN ARRAY[xid, first_position, first_commit];
 END
-$fn$""",
+$fn$""".replace("{ALLOCATE_LOCK_KEY}", str(ALLOCATE_LOCK_KEY))
+    .replace("{POSITIONS_SEQUENCE}", POSITIONS_SEQUENCE)
+    .replace("{COMMITS_SEQUENCE}", COMMITS_SEQUENCE)
+)
+
+DDL: Final = (
+    f"CREATE SEQUENCE IF NOT EXISTS {POSITIONS_SEQUENCE} AS bigint "
+    "MINVALUE 0 START WITH 0",
+    f"CREATE SEQUENCE IF NOT EXISTS {COMMITS_SEQUENCE} AS bigint "
+    "MINVALUE 0 START WITH 0",
+    _ALLOCATE_FUNCTION,
 )
 
 ALLOCATE_SQL: Final = "SELECT goatherd_allocate(?, ?)"

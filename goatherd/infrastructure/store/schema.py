@@ -94,6 +94,9 @@ append_intents = Table(
     # PostgreSQL: the writer's transaction id (readers' high-water mark).
     Column("txid", BigInteger, nullable=True),
 )
+Index("idx_append_intents_commit", append_intents.c.commit_seq).ddl_if(
+    dialect="postgresql"
+)
 Index(
     "idx_append_intents_unsealed",
     append_intents.c.commit_seq,
