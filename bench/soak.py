@@ -62,15 +62,15 @@ from sqlalchemy.engine import make_url
 from bench.soak_writer import WriterReport, run_writer
 from goatherd.application import recover_scopes
 from goatherd.domain import (
-    SCHEMA_CHECKPOINT_CREATED,
-    SCHEMA_RUN_OUTPUT_SEALED,
-    SCHEMA_RUN_OUTPUT_SETTLED,
-    SCHEMA_SCOPE_FORKED,
+    CheckpointCreated,
+    OutputSealed,
+    OutputSettled,
     OutputState,
+    ScopeForked,
 )
 from goatherd.domain.effects import EffectEvent
+from goatherd.infrastructure.bootstrap import runtime_context_for
 from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.eventstore import TraceEventStore
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.projection_runner import (
     ProjectionRunner,
@@ -223,17 +223,13 @@ def prove_no_loss(store: SqlAlchemyTraceStore, reports: list[WriterReport]) -> b
     owners = {sid.removeprefix("scope:") for r in reports for sid in r.scopes}
     outputs = {oid for r in reports for oid in r.outputs}
     checkpoints = {cid for r in reports for cid in r.checkpoints}
-    forks = _distinct(store, SCHEMA_SCOPE_FORKED, "child_owner")
+    forks = _distinct(store, ScopeForked.SCHEMA, "child_owner")
     return (
         _exactly_once(forks, owners)
+        and _exactly_once(_distinct(store, OutputSealed.SCHEMA, "output_id"), outputs)
+        and _exactly_once(_distinct(store, OutputSettled.SCHEMA, "output_id"), outputs)
         and _exactly_once(
-            _distinct(store, SCHEMA_RUN_OUTPUT_SEALED, "output_id"), outputs
-        )
-        and _exactly_once(
-            _distinct(store, SCHEMA_RUN_OUTPUT_SETTLED, "output_id"), outputs
-        )
-        and _exactly_once(
-            _distinct(store, SCHEMA_CHECKPOINT_CREATED, "checkpoint_id"), checkpoints
+            _distinct(store, CheckpointCreated.SCHEMA, "checkpoint_id"), checkpoints
         )
     )
 
@@ -263,7 +259,7 @@ def prove_projections(store: SqlAlchemyTraceStore, runner: ProjectionRunner) -> 
 
 
 def prove_recovery(store: SqlAlchemyTraceStore, reports: list[WriterReport]) -> bool:
-    manager = recover_scopes(TraceEventStore(store)).unwrap()
+    manager = recover_scopes(runtime_context_for(store)).unwrap()
     for report in reports:
         for scope_id, state in report.scopes.items():
             scope = manager.get(scope_id)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from goatherd.application import SandboxSpec, ScopeManager
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.sandbox import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import open_trace_store
 
@@ -80,7 +80,7 @@ def run_writer(url: str, name: str, seconds: float, barrier: Any, results: Any) 
     report = WriterReport(name)
     try:
         with open_trace_store(url) as store:
-            manager = ScopeManager(TraceEventStore(store))
+            manager = scope_manager_for(store)
             sandbox = MemorySandbox(MemorySandboxConfig(files={"README": b"soak\n"}))
             sandbox.create(SandboxSpec())
             root = manager.create(f"{ROOT_PREFIX}{name}", sandbox).unwrap()

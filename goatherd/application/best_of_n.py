@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from returns.result import Result
 
+from goatherd.application.manager import ScopeManager
 from goatherd.application.ports import Sandbox
 from goatherd.application.run import _EXPECTED, _Attempt, _attempt, _note, _ok, _Runner
 from goatherd.application.run_outcome import (
@@ -29,7 +30,6 @@ from goatherd.application.run_outcome import (
     RunSettleError,
     RunStatus,
 )
-from goatherd.application.settle import ScopeManager
 from goatherd.domain import GoatherdError, MergeReviewer, scope_id_for
 
 __all__ = ["best_of_n"]

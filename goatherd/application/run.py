@@ -43,10 +43,10 @@ from typing import Final, NoReturn, TypeVar
 from returns.result import Failure, Result, Success
 
 from goatherd.application.errors import NoSandboxError, SandboxError, UnsupportedError
+from goatherd.application.failures import RuntimeFailure
+from goatherd.application.manager import RetainedOutput, Scope, ScopeManager
 from goatherd.application.ports import Sandbox, SandboxSpec
 from goatherd.application.run_outcome import (
-    RUN_COMPLETED_KIND_LABEL,
-    RUN_COMPLETED_SCHEMA_REF,
     MergeSupervisor,
     RunCallbackError,
     RunError,
@@ -58,9 +58,6 @@ from goatherd.application.run_outcome import (
     Verdict,
     run_record_payload,
 )
-from goatherd.application.runtime import RuntimeFailure
-from goatherd.application.scope_handle import Scope
-from goatherd.application.settle import RetainedOutput, ScopeManager
 from goatherd.domain import (
     InterventionType,
     MergeProposal,
@@ -373,11 +370,7 @@ class _Runner:
             reason=reason,
             value=att.value,
         )
-        recorded = att.child.append_fact(
-            RUN_COMPLETED_SCHEMA_REF,
-            RUN_COMPLETED_KIND_LABEL,
-            run_record_payload(outcome),
-        )
+        recorded = att.child.record_run_completed(run_record_payload(outcome))
         att.outcome = replace(outcome, record_id=recorded.value_or(""))
         return att.outcome
 

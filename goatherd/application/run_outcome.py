@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Protocol, TypeAlias
 
-from goatherd.application.runtime import RuntimeFailure
-from goatherd.application.scope_handle import Scope
-from goatherd.application.settle import RetainedOutput
+from goatherd.application.failures import RuntimeFailure
+from goatherd.application.manager import RetainedOutput, Scope
 from goatherd.domain import (
     GoatherdError,
     Intervention,
     MergeProposal,
     ProposedChange,
+    RunCompleted,
     changes_payload,
 )
 
@@ -49,8 +49,8 @@ __all__ = [
     "run_record_payload",
 ]
 
-RUN_COMPLETED_SCHEMA_REF: Final = "goatherd.run.completed.v1"
-RUN_COMPLETED_KIND_LABEL: Final = "run:completed"
+RUN_COMPLETED_SCHEMA_REF: Final = RunCompleted.SCHEMA
+RUN_COMPLETED_KIND_LABEL: Final = RunCompleted.KIND_LABEL
 
 RunHandler: TypeAlias = Callable[[Scope], object]
 """Does a run's work in the child scope; its return value lands on the outcome."""

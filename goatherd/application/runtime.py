@@ -1,12 +1,12 @@
-"""Runtime ports, the process-wide sequence, intent ids and the public handles.
+"""The runtime's ports, the process-wide sequence, intent ids and public values.
 
-The runtime reaches the trace through one port, :class:`RuntimeEventStore`:
-aggregates are loaded by folding their owner paths and saved as one kernel
-append batch under an append-intent id; the raw :class:`RuntimeTraceStore`
-behind it serves intent lookups, checkpoint blobs and recovery scans. The
-eventsourcing adapter is ``goatherd.infrastructure.TraceEventStore``.
+The runtime reaches the kernel store through :class:`RuntimeTrace` (appends
+with expected heads, intent lookups, path heads, the log filtered by schema,
+commit times) and keeps bytes the trace addresses by digest in a
+:class:`BlobStore`. The adapters are ``goatherd.infrastructure``'s
+``SqlAlchemyTraceStore`` and ``SqlBlobStore``.
 
-Intent ids follow runtime-spec section 1. Their ``<seq>`` comes from one
+Intent ids follow the seed's formats. Their ``<seq>`` comes from one
 process-wide counter seeded randomly (never 0, never the wall clock), so a
 restarted process never regenerates an id a previous one committed. A caller
 that retries a command passes the same ``seq`` back and so the same intent.
@@ -14,31 +14,30 @@ that retries a command passes the same ``seq`` back and so the same intent.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeAlias, TypeVar
+from typing import Final, Protocol, TypeAlias
 
-from goatherd.application.errors import SandboxError
 from goatherd.domain import (
+    AppendBatch,
     AppendReceipt,
     CheckpointState,
-    RuntimeRuleError,
-    TraceAggregate,
-    TraceStoreError,
     WorkspaceState,
 )
 from goatherd.domain.log import CheckpointBlob, LogEntry
+from goatherd.domain.store import AppendAuthority
 
 __all__ = [
+    "BlobStore",
     "Checkpoint",
     "FaultHook",
     "IntentSequence",
-    "RuntimeEventStore",
-    "RuntimeFailure",
-    "RuntimeTraceStore",
+    "RuntimeTrace",
+    "blob_digest",
     "checkpoint_intent",
     "claim_intent",
     "fork_intent",
@@ -49,93 +48,89 @@ __all__ = [
     "workspace_intent",
 ]
 
-TAgg = TypeVar("TAgg", bound=TraceAggregate)
-
 FaultHook: TypeAlias = Callable[[str, str], None]
 """Called at every write boundary with ``(boundary, intent_id)``; a hook that
 raises simulates a crash there (tests). Boundaries: ``before-commit`` and
-``after-commit`` around every append batch, ``after-blob`` between a
-checkpoint's blob and its record, ``after-effect`` between a workspace effect
-(restore, settle select/apply) and its record."""
+``after-commit`` around every append batch, ``after-blob`` between stored
+bytes and the record that addresses them, ``after-effect`` between a
+workspace effect (restore, settle select/apply) and its record."""
 
-RuntimeFailure: TypeAlias = RuntimeRuleError | SandboxError | TraceStoreError
-"""The expected failures of runtime commands: a broken rule, a sandbox
-failure, or a trace-store law (an intent conflict, a lost optimistic race)."""
+BLOB_DIGEST_PREFIX: Final = "sha256:"
 
 
-class RuntimeTraceStore(Protocol):
-    """The part of the kernel store the runtime uses beside aggregate streams."""
+def blob_digest(data: bytes) -> str:
+    """Return the address of ``data`` in a blob store (``sha256:<hex>``)."""
+    return BLOB_DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+class RuntimeTrace(Protocol):
+    """The part of the kernel store the runtime uses."""
 
     @property
     def checkpoint_blob_limit(self) -> int:
         """The snapshot size limit in bytes."""
         ...
 
+    def append(
+        self,
+        context: AppendAuthority,
+        batch: AppendBatch,
+        *,
+        expected_heads: dict[str, int] | None = None,
+    ) -> AppendReceipt:
+        """Append ``batch`` atomically; each named path must be at its head."""
+        ...
+
     def read_append_intent(self, intent_id: str) -> AppendReceipt | None:
         """Return the stored receipt of a committed intent, else ``None``."""
         ...
 
-    def persist_checkpoint_blob(
-        self,
-        checkpoint_id: str,
-        scope_id: str,
-        seq: int,
-        state: WorkspaceState,
-        snapshot: bytes,
-        created_at_ns: int,
-    ) -> None:
-        """Persist a checkpoint's state and snapshot (hard)."""
+    def head(self, owner: str) -> int:
+        """Return the owner path's next ordinal (0 for an empty path)."""
         ...
 
-    def delete_checkpoint_blob(self, checkpoint_id: str) -> None:
-        """Delete a checkpoint blob (missing is fine)."""
+    def heads(self, owners: Collection[str]) -> dict[str, int]:
+        """Return several paths' next ordinals in one read."""
+        ...
+
+    def max_position(self) -> int:
+        """Return the highest committed log position (``-1`` when empty)."""
+        ...
+
+    def read_log(
+        self,
+        after: int = -1,
+        limit: int = 1000,
+        *,
+        schema_refs: Collection[str] | None = None,
+    ) -> tuple[LogEntry, ...]:
+        """Return path entries with position > ``after`` (of these schemas)."""
+        ...
+
+    def intent_committed_at(self, intent_id: str) -> datetime | None:
+        """Return when an intent committed (``None``: not committed)."""
         ...
 
     def load_checkpoint_blobs(
         self,
     ) -> tuple[tuple[CheckpointBlob, ...], tuple[str, ...]]:
-        """Return the blobs oldest first and the ids of corrupt rows."""
-        ...
-
-    def scan_records_by_schema(self, *schema_refs: str) -> tuple[LogEntry, ...]:
-        """Return every path entry of records with those schemas."""
+        """Return the legacy checkpoint rows oldest first and the corrupt ids."""
         ...
 
 
-class RuntimeEventStore(Protocol):
-    """Aggregate streams over the kernel store (the runtime's persistence port)."""
+class BlobStore(Protocol):
+    """Bytes addressed by their digest, each kept while a holder holds it."""
 
-    @property
-    def trace(self) -> RuntimeTraceStore:
-        """The kernel store behind the streams."""
+    def put(self, holder: str, data: bytes) -> str:
+        """Store ``data`` for ``holder`` (idempotent); return its digest."""
         ...
 
-    def load(self, cls: type[TAgg], owner: str, *, fresh: bool = True) -> TAgg:
-        """Fold ``owner``'s path into a ``cls`` (bare when the path is empty).
-
-        ``fresh=False`` may return a cached fold without reading the path's
-        tail: only for decisions whose save checks the expected head.
-        """
+    def get(self, digest: str) -> bytes | None:
+        """Return the bytes stored under ``digest`` (``None``: absent)."""
         ...
 
-    def forget(self, *owners: str) -> None:
-        """Drop cached folds of ``owners`` (all when none is named)."""
-        ...
-
-    def load_many(self, cls: type[TAgg], owners: Collection[str]) -> dict[str, TAgg]:
-        """Fold several paths (an implementation may batch the reads)."""
-        ...
-
-    def save(
-        self, aggregates: Sequence[TraceAggregate], intent_id: str
-    ) -> AppendReceipt:
-        """Append every pending event as ONE batch under ``intent_id``.
-
-        Each aggregate's path must still be at the head it was loaded at
-        (``OrdinalConflictError`` otherwise, nothing written), also one with
-        no pending event (it guards a decision that read it). An exact replay
-        of a committed intent returns the stored receipt.
-        """
+    def release(self, holder: str, digest: str) -> None:
+        """Drop ``holder``'s hold; delete the bytes when nobody holds them."""
         ...
 
 
@@ -209,9 +204,10 @@ class Checkpoint:
         seq: the process-wide sequence value (the ordering key).
         scope_id: the scope it belongs to.
         workspace: the captured workspace state.
-        snapshot: the caller's opaque snapshot (``b""`` once used).
-        created_at: when it was taken (informational; ties are possible).
+        snapshot: the caller's opaque snapshot (``b""`` once not valid).
+        created_at: when its record committed (``None``: not known).
         state: ``valid``, ``used`` or ``invalid``.
+        snapshot_digest: the digest the trace records for the snapshot.
     """
 
     id: str
@@ -219,10 +215,6 @@ class Checkpoint:
     scope_id: str
     workspace: WorkspaceState
     snapshot: bytes
-    created_at: datetime
+    created_at: datetime | None
     state: CheckpointState
-
-
-def changes_of(values: Sequence[dict[str, str]]) -> list[dict[str, str]]:
-    """Copy a ``[{path, kind}]`` list."""
-    return [dict(v) for v in values]
+    snapshot_digest: str = ""

@@ -33,7 +33,6 @@ from returns.result import Failure, Result, Success
 
 from goatherd.application.intervention_key import intervention_occurrence_key
 from goatherd.domain import (
-    CAPTURE,
     DECLARATION,
     SCOPE_ID_PREFIX,
     TRUSTED_APPEND_CONTEXT,
@@ -45,10 +44,11 @@ from goatherd.domain import (
     Intervention,
     LogEntry,
     MergeProposal,
-    RecordDraft,
+    MergeProposed,
     ScopeNotFoundError,
     SupervisedEvent,
     SupervisionRule,
+    SupervisorIntervened,
 )
 
 __all__ = [
@@ -68,10 +68,10 @@ __all__ = [
 ]
 
 DEFAULT_INTERVENTION_CAPACITY: Final = 64
-INTERVENTION_SCHEMA_REF: Final = "goatherd.supervisor.intervention.v1"
-INTERVENTION_KIND_LABEL: Final = "supervisor:intervention"
-MERGE_PROPOSED_SCHEMA_REF: Final = "goatherd.merge.proposed.v1"
-MERGE_PROPOSED_KIND_LABEL: Final = "merge:proposed"
+INTERVENTION_SCHEMA_REF: Final = SupervisorIntervened.SCHEMA
+INTERVENTION_KIND_LABEL: Final = SupervisorIntervened.KIND_LABEL
+MERGE_PROPOSED_SCHEMA_REF: Final = MergeProposed.SCHEMA
+MERGE_PROPOSED_KIND_LABEL: Final = MergeProposed.KIND_LABEL
 
 
 SupervisorFailure = ScopeNotFoundError | GoatherdError
@@ -390,21 +390,16 @@ class Supervisor:
             skip_schema=INTERVENTION_SCHEMA_REF,
             seq=seq,
         )
-        draft = RecordDraft(
-            mode=CAPTURE,
-            schema_ref=INTERVENTION_SCHEMA_REF,
-            kind_label=INTERVENTION_KIND_LABEL,
-            payload={
-                "type": intervention.type.value,
-                "scope_id": intervention.scope_id,
-                "rule": rule.name,
-                "source": source,
-                "payload": _json_payload(intervention.payload),
-                "trigger_record_id": trigger or None,
-                "trigger_position": position if isinstance(position, int) else None,
-                "trigger_schema_ref": event.schema_ref,
-            },
-        )
+        draft = SupervisorIntervened(
+            type=intervention.type.value,
+            scope_id=intervention.scope_id,
+            rule=rule.name,
+            source=source,
+            intervention_payload=_json_payload(intervention.payload),
+            trigger_record_id=trigger or None,
+            trigger_position=position if isinstance(position, int) else None,
+            trigger_schema_ref=event.schema_ref,
+        ).draft()
         group = AppendGroup(owner, None, (trigger,) if trigger else (), (draft,))
         intent = f"{owner}:intervention:{source}:{rule.name}:{key}"
         self._recorder.append(TRUSTED_APPEND_CONTEXT, AppendBatch(intent, (group,)))

@@ -10,10 +10,10 @@ from returns.result import Failure
 from goatherd.application import (
     RecoverOptions,
     RecoveryStats,
+    Scope,
     ScopeManager,
     recover_scopes,
 )
-from goatherd.application.scope_handle import Scope
 from goatherd.cli.common import (
     Subparsers,
     add_db_argument,
@@ -21,7 +21,7 @@ from goatherd.cli.common import (
     open_read_only,
 )
 from goatherd.cli.output import emit_json, short_id
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import runtime_context_for
 
 __all__ = ["register"]
 
@@ -56,35 +56,31 @@ def _scope_json(manager: ScopeManager, scope: Scope) -> dict[str, Any]:
     }
 
 
-def _checkpoints_json(manager: ScopeManager, ids: list[str]) -> list[dict[str, Any]]:
-    found = []
-    for checkpoint_id in ids:
-        checkpoint = manager.checkpoint(checkpoint_id)
-        if checkpoint is not None:
-            found.append(
-                {
-                    "id": checkpoint.id,
-                    "scope_id": checkpoint.scope_id,
-                    "state": checkpoint.state.value,
-                    "revision": checkpoint.workspace.revision,
-                    "snapshot_bytes": len(checkpoint.snapshot),
-                }
-            )
-    return found
+def _checkpoints_json(manager: ScopeManager) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": checkpoint.id,
+            "scope_id": checkpoint.scope_id,
+            "state": checkpoint.state.value,
+            "revision": checkpoint.workspace.revision,
+            "snapshot_bytes": len(checkpoint.snapshot),
+        }
+        for scope in manager.all_scopes()
+        for checkpoint in manager.checkpoints_for_scope(scope.id)
+    ]
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Recover the runtime's registry from the trace (causally: no sandboxes)."""
     stats = RecoveryStats()
     with open_read_only(args.db) as store:
-        events = TraceEventStore(store, snapshot_every=0)
-        result = recover_scopes(events, RecoverOptions(resolver=None, stats=stats))
+        context = runtime_context_for(store)
+        result = recover_scopes(context, RecoverOptions(resolver=None, stats=stats))
         if isinstance(result, Failure):
             raise result.failure()
         manager = result.unwrap()
-        blobs, _corrupt = store.load_checkpoint_blobs()
         scopes = [_scope_json(manager, scope) for scope in manager.all_scopes()]
-        checkpoints = _checkpoints_json(manager, [b.checkpoint_id for b in blobs])
+        checkpoints = _checkpoints_json(manager)
     if args.json:
         emit_json(
             {

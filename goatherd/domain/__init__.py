@@ -13,6 +13,7 @@ from goatherd.domain import (
     contexts,
     effects,
     errors,
+    events,
     identity,
     log,
     materialization,
@@ -20,11 +21,11 @@ from goatherd.domain import (
     records,
     retained_output,
     runtime_errors,
+    runtime_state,
     scope,
     settlement,
     store,
     supervision,
-    trace_aggregate,
     workspace,
 )
 from goatherd.domain.canonical import *
@@ -32,6 +33,7 @@ from goatherd.domain.checkpoint import *
 from goatherd.domain.contexts import *
 from goatherd.domain.effects import *
 from goatherd.domain.errors import *
+from goatherd.domain.events import *
 from goatherd.domain.identity import *
 from goatherd.domain.log import *
 from goatherd.domain.materialization import *
@@ -39,11 +41,11 @@ from goatherd.domain.merge_gate import *
 from goatherd.domain.records import *
 from goatherd.domain.retained_output import *
 from goatherd.domain.runtime_errors import *
+from goatherd.domain.runtime_state import *
 from goatherd.domain.scope import *
 from goatherd.domain.settlement import *
 from goatherd.domain.store import *
 from goatherd.domain.supervision import *
-from goatherd.domain.trace_aggregate import *
 from goatherd.domain.workspace import *
 
 __all__ = []
@@ -52,6 +54,7 @@ __all__ += checkpoint.__all__
 __all__ += contexts.__all__
 __all__ += effects.__all__
 __all__ += errors.__all__
+__all__ += events.__all__
 __all__ += identity.__all__
 __all__ += log.__all__
 __all__ += materialization.__all__
@@ -59,9 +62,9 @@ __all__ += merge_gate.__all__
 __all__ += records.__all__
 __all__ += retained_output.__all__
 __all__ += runtime_errors.__all__
+__all__ += runtime_state.__all__
 __all__ += scope.__all__
 __all__ += settlement.__all__
 __all__ += store.__all__
 __all__ += supervision.__all__
-__all__ += trace_aggregate.__all__
 __all__ += workspace.__all__

@@ -1,54 +1,50 @@
 """The checkpoint aggregate: a single-use capture of a scope's workspace.
 
-A checkpoint's stream is its own owner path, the checkpoint id
-``cp:<owner>:<seq>``. ``goatherd.checkpoint.created.v2`` is placed on the
-scope's path (the seed's placement) and on the checkpoint's path (its
-genesis); ``goatherd.checkpoint.restored.v2`` likewise, so a second restore
-meets an occupied ordinal on the checkpoint's path: single use is optimistic
-concurrency. The workspace state and the caller's snapshot live in the blob
-table, not here; ``invalid`` (a burnt or stale checkpoint) is decided by the
-application from the blob table and the live workspace.
+A checkpoint (``cp:<owner>:<seq>``) is folded from its records; its stream is
+its own path, and its records also sit on its scope's path. Single use is
+optimistic concurrency on that path: a restore first appends
+``checkpoint.claimed`` under the checkpoint's head, so of several attempts
+exactly one holds the claim, and only the claimant applies the workspace.
+
+The snapshot bytes live in the blob store, addressed by the digest the
+``checkpoint.created`` record carries; the workspace state is in the record
+itself (older records carry only its digest, and the state is read from the
+legacy blob table and checked against it).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
-from goatherd.domain.records import RecordMode
+from goatherd.domain.events import (
+    CheckpointClaimed,
+    CheckpointCreated,
+    CheckpointInvalidated,
+    CheckpointPruned,
+    CheckpointRestored,
+)
 from goatherd.domain.runtime_errors import (
     CheckpointClaimedError,
+    CheckpointNotFoundError,
     CheckpointNotRestorableError,
     CheckpointScopeMismatchError,
+    InconsistentTraceError,
 )
-from goatherd.domain.scope import (
-    ScopeAggregate,
-    owner_in_sequenced_id,
-    scope_id_for,
-)
-from goatherd.domain.trace_aggregate import (
-    TraceAggregate,
-    TraceEvent,
-    register_trace_event,
-)
+from goatherd.domain.scope import ScopeAggregate, owner_in_sequenced_id, scope_id_for
 from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
+    "CHECKPOINT_PREFIX",
     "CheckpointAggregate",
-    "CheckpointClaimed",
-    "CheckpointCreated",
-    "CheckpointRestored",
     "CheckpointState",
-    "SCHEMA_CHECKPOINT_CLAIMED",
-    "SCHEMA_CHECKPOINT_CREATED",
-    "SCHEMA_CHECKPOINT_RESTORED",
     "checkpoint_id_for",
     "owner_of_checkpoint",
+    "seq_of_sequenced_id",
 ]
 
-SCHEMA_CHECKPOINT_CREATED: Final = "goatherd.checkpoint.created.v2"
-SCHEMA_CHECKPOINT_RESTORED: Final = "goatherd.checkpoint.restored.v2"
-SCHEMA_CHECKPOINT_CLAIMED: Final = "goatherd.checkpoint.claimed.v1"
+CHECKPOINT_PREFIX: Final = "cp:"
 
 
 class CheckpointState(StrEnum):
@@ -61,134 +57,135 @@ class CheckpointState(StrEnum):
 
 def checkpoint_id_for(owner: str, seq: int) -> str:
     """Return the checkpoint id ``cp:<owner>:<seq>``."""
-    return f"cp:{owner}:{seq}"
+    return f"{CHECKPOINT_PREFIX}{owner}:{seq}"
 
 
 def owner_of_checkpoint(checkpoint_id: str) -> str:
     """Return the scope owner named by a checkpoint id (``""`` if malformed)."""
-    return owner_in_sequenced_id(checkpoint_id, "cp:")
+    return owner_in_sequenced_id(checkpoint_id, CHECKPOINT_PREFIX)
 
 
-@register_trace_event
-class CheckpointCreated(TraceEvent):
-    """A checkpoint was taken (scope path + the checkpoint's genesis)."""
-
-    TOPIC = SCHEMA_CHECKPOINT_CREATED
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "checkpoint:created"
-    SHARED = True
-
-    checkpoint_id: str
-    backend: str
-    revision: str
-    state_digest: str
-    has_snapshot: bool
+def seq_of_sequenced_id(identifier: str) -> int:
+    """Return the ``<seq>`` of a ``<prefix><owner>:<seq>`` id (``0`` if malformed)."""
+    tail = identifier.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
-@register_trace_event
-class CheckpointRestored(TraceEvent):
-    """A checkpoint was restored and used up (scope path + checkpoint path)."""
-
-    TOPIC = SCHEMA_CHECKPOINT_RESTORED
-    MODE = RecordMode.CAPTURE
-    KIND_LABEL = "checkpoint:restored"
-    SHARED = True
-
-    checkpoint_id: str
-    backend: str
-    revision: str
-    state_digest: str
-
-
-@register_trace_event
-class CheckpointClaimed(TraceEvent):
-    """A restore claimed the checkpoint before applying it (checkpoint path only).
+@dataclass(frozen=True, slots=True)
+class CheckpointAggregate:
+    """A checkpoint as the trace shows it.
 
     Attributes:
-        checkpoint_id: the checkpoint.
-        claimant: the restoring attempt's token (its sequence value).
-    """
-
-    TOPIC = SCHEMA_CHECKPOINT_CLAIMED
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "checkpoint:claimed"
-
-    checkpoint_id: str
-    claimant: str
-
-
-class CheckpointAggregate(TraceAggregate):
-    """A checkpoint folded from its own path.
-
-    Attributes:
+        checkpoint_id: ``cp:<owner>:<seq>``.
         scope_owner: the owner of the scope it belongs to.
+        exists: whether ``checkpoint.created`` was recorded.
         backend: the captured state's backend.
         revision: the captured state's revision (what staleness compares).
-        state_digest: the captured state's digest.
-        has_snapshot: whether a caller snapshot was stored.
-        state: ``valid`` until restored, then ``used``.
+        state_digest: the captured state's digest (``""``: a v1 record).
+        workspace: the captured state (``None``: recorded before states were).
+        has_snapshot: whether snapshot bytes were stored.
+        snapshot_digest: their digest (``None``: recorded before digests).
+        state: ``valid``, ``used`` or ``invalid``.
         claimed_by: the restore attempt holding the claim (``""``: none).
+        claim_workspace: the scope whose workspace that claim holds.
+        invalid_reason: why it was invalidated.
+        pruned: whether it was pruned (its blobs released).
+        created_record: the ``checkpoint.created`` record id.
+        created_intent: the intent that recorded it (for its commit time).
+        inconsistent: why the trace contradicts itself about it.
     """
 
-    def init_state(self) -> None:
-        """Start as an unknown checkpoint."""
-        self.scope_owner = owner_of_checkpoint(self.id)
-        self.backend = ""
-        self.revision = ""
-        self.state_digest = ""
-        self.has_snapshot = False
-        self.state = CheckpointState.VALID
-        self.claimed_by = ""
+    checkpoint_id: str
+    scope_owner: str = ""
+    exists: bool = False
+    backend: str = ""
+    revision: str = ""
+    state_digest: str = ""
+    workspace: WorkspaceState | None = None
+    has_snapshot: bool = False
+    snapshot_digest: str | None = None
+    state: CheckpointState = CheckpointState.VALID
+    claimed_by: str = ""
+    claim_workspace: str = ""
+    invalid_reason: str = ""
+    pruned: bool = False
+    created_record: str = ""
+    created_intent: str = ""
+    inconsistent: str = ""
 
     @classmethod
-    def decode_snapshot_field(cls, name: str, value: object) -> object:
-        """Decode the state of a snapshot."""
-        return CheckpointState(str(value)) if name == "state" else value
-
-    @property
-    def exists(self) -> bool:
-        """Whether the checkpoint was created (its path holds its genesis)."""
-        return self.version >= 0
+    def bare(cls, checkpoint_id: str) -> CheckpointAggregate:
+        """Return what an unknown checkpoint id folds to."""
+        return cls(checkpoint_id, scope_owner=owner_of_checkpoint(checkpoint_id))
 
     @property
     def scope_id(self) -> str:
         """The id of the scope it belongs to."""
         return scope_id_for(self.scope_owner)
 
+    @property
+    def seq(self) -> int:
+        """The sequence value in its id (the ordering key)."""
+        return seq_of_sequenced_id(self.checkpoint_id)
+
+    @property
+    def is_valid(self) -> bool:
+        """Whether it can still be restored (valid and not pruned)."""
+        return self.exists and not self.pruned and self.state is CheckpointState.VALID
+
+    # ------------------------------------------------------------- rules
+
     def create(
-        self, scope: ScopeAggregate, state: WorkspaceState, *, has_snapshot: bool
+        self,
+        scope: ScopeAggregate,
+        state: WorkspaceState,
+        *,
+        snapshot_digest: str,
+        has_snapshot: bool,
     ) -> CheckpointCreated:
-        """Record this (bare) checkpoint's creation on ``scope``.
+        """Decide to record this (new) checkpoint of ``scope`` at ``state``.
 
         Raises:
             ScopeStateError: the scope is not active.
         """
         scope.require_active("cannot checkpoint scope")
-        event = self.record(
-            CheckpointCreated,
-            checkpoint_id=self.id,
+        return CheckpointCreated(
+            checkpoint_id=self.checkpoint_id,
             backend=state.backend,
             revision=state.revision,
             state_digest=state.digest(),
             has_snapshot=has_snapshot,
+            state=state,
+            snapshot_digest=snapshot_digest,
         )
-        assert isinstance(event, CheckpointCreated)
-        scope.place(event)
-        return event
 
     def check_restorable(self, scope: ScopeAggregate) -> None:
-        """Check the rules of a restore on ``scope`` before any effect.
+        """Check a restore of this checkpoint on ``scope`` before any effect.
 
         Raises:
+            CheckpointNotFoundError: never created, or pruned.
+            InconsistentTraceError: the trace contradicts itself about it.
             ScopeStateError: the scope is not active.
             CheckpointScopeMismatchError: the checkpoint is another scope's.
-            CheckpointNotRestorableError: the checkpoint is used.
+            CheckpointNotRestorableError: used, invalid, or not verifiable.
         """
+        if not self.exists or self.pruned:
+            raise CheckpointNotFoundError(self.checkpoint_id)
+        if self.inconsistent:
+            raise InconsistentTraceError(self.checkpoint_id, self.inconsistent)
         scope.require_active("cannot restore in scope")
-        if self.scope_owner != scope.id:
-            raise CheckpointScopeMismatchError(self.id, self.scope_id, scope.scope_id)
+        if self.scope_owner != scope.owner:
+            raise CheckpointScopeMismatchError(
+                self.checkpoint_id, self.scope_id, scope.scope_id
+            )
         if self.state is not CheckpointState.VALID:
-            raise CheckpointNotRestorableError(self.id, self.state)
+            raise CheckpointNotRestorableError(self.checkpoint_id, self.state)
+        if not self.state_digest or (self.has_snapshot and not self.snapshot_digest):
+            raise CheckpointNotRestorableError(
+                self.checkpoint_id,
+                "unverifiable (recorded without the digest of its"
+                f" {'snapshot' if self.state_digest else 'workspace state'})",
+            )
 
     def check_claimable(self, scope: ScopeAggregate, claimant: str) -> None:
         """Check ``claimant`` may apply this checkpoint to ``scope``.
@@ -199,10 +196,12 @@ class CheckpointAggregate(TraceAggregate):
         """
         self.check_restorable(scope)
         if self.claimed_by and self.claimed_by != claimant:
-            raise CheckpointClaimedError(self.id, self.claimed_by)
+            raise CheckpointClaimedError(self.checkpoint_id, self.claimed_by)
 
-    def claim(self, scope: ScopeAggregate, claimant: str) -> CheckpointClaimed | None:
-        """Claim the checkpoint for ``claimant``'s restore (``None``: already ours).
+    def claim(
+        self, scope: ScopeAggregate, claimant: str, workspace_owner: str
+    ) -> CheckpointClaimed | None:
+        """Decide to claim it for ``claimant`` (``None``: the claim is ours).
 
         Raises:
             the errors of :meth:`check_claimable`.
@@ -210,36 +209,91 @@ class CheckpointAggregate(TraceAggregate):
         self.check_claimable(scope, claimant)
         if self.claimed_by == claimant:
             return None
-        event = self.record(CheckpointClaimed, checkpoint_id=self.id, claimant=claimant)
-        assert isinstance(event, CheckpointClaimed)
-        return event
+        return CheckpointClaimed(
+            checkpoint_id=self.checkpoint_id,
+            claimant=claimant,
+            workspace_owner=workspace_owner,
+        )
 
-    def restore(self, scope: ScopeAggregate, claimant: str = "") -> CheckpointRestored:
-        """Record the restore (single use) on the checkpoint and ``scope``.
+    def restore(self, scope: ScopeAggregate, claimant: str) -> CheckpointRestored:
+        """Decide to record the restore (single use) by the claimant.
 
         Raises:
             the errors of :meth:`check_claimable`.
         """
         self.check_claimable(scope, claimant)
-        event = self.record(
-            CheckpointRestored,
-            checkpoint_id=self.id,
+        return CheckpointRestored(
+            checkpoint_id=self.checkpoint_id,
             backend=self.backend,
             revision=self.revision,
             state_digest=self.state_digest,
         )
-        assert isinstance(event, CheckpointRestored)
-        scope.place(event)
-        return event
 
-    def evolve(self, event: TraceEvent) -> None:
-        """Fold one record of the checkpoint's path (pure, total)."""
-        if isinstance(event, CheckpointCreated) and event.checkpoint_id == self.id:
-            self.backend = event.backend
-            self.revision = event.revision
-            self.state_digest = event.state_digest
-            self.has_snapshot = event.has_snapshot
-        elif isinstance(event, CheckpointRestored) and event.checkpoint_id == self.id:
-            self.state = CheckpointState.USED
-        elif isinstance(event, CheckpointClaimed) and event.checkpoint_id == self.id:
-            self.claimed_by = event.claimant
+    def invalidate(self, reason: str) -> CheckpointInvalidated | None:
+        """Decide to burn a valid checkpoint (``None``: not valid anyway)."""
+        if not self.is_valid:
+            return None
+        return CheckpointInvalidated(checkpoint_id=self.checkpoint_id, reason=reason)
+
+    def prune(self) -> CheckpointPruned | None:
+        """Decide to prune it, releasing its blobs (``None``: gone already)."""
+        if not self.exists or self.pruned:
+            return None
+        released = (self.snapshot_digest,) if self.snapshot_digest else ()
+        return CheckpointPruned(checkpoint_id=self.checkpoint_id, released=released)
+
+    # ------------------------------------------------------------- evolve
+
+    def with_created(
+        self, event: CheckpointCreated, record_id: str, intent: str
+    ) -> CheckpointAggregate:
+        """Fold ``checkpoint.created`` (a second, different one contradicts)."""
+        if self.exists:
+            if self.created_record == record_id:
+                return self
+            return self._contradicted(
+                f"checkpoint {self.checkpoint_id} is created twice"
+            )
+        return replace(
+            self,
+            exists=True,
+            backend=event.backend,
+            revision=event.revision,
+            state_digest=event.state_digest,
+            workspace=event.state,
+            has_snapshot=event.has_snapshot,
+            snapshot_digest=event.snapshot_digest,
+            created_record=record_id,
+            created_intent=intent,
+        )
+
+    def with_claim(self, event: CheckpointClaimed) -> CheckpointAggregate:
+        """Fold ``checkpoint.claimed`` (the first claim holds)."""
+        if self.claimed_by:
+            return self
+        return replace(
+            self,
+            claimed_by=event.claimant,
+            claim_workspace=event.workspace_owner or "",
+        )
+
+    def with_restored(self) -> CheckpointAggregate:
+        """Fold ``checkpoint.restored``."""
+        if self.state is CheckpointState.INVALID:
+            return self._contradicted(
+                f"checkpoint {self.checkpoint_id} is restored after it was burnt"
+            )
+        return replace(self, state=CheckpointState.USED)
+
+    def with_invalidated(self, event: CheckpointInvalidated) -> CheckpointAggregate:
+        """Fold ``checkpoint.invalidated`` (a used checkpoint stays used)."""
+        if self.state is not CheckpointState.VALID:
+            return self
+        return replace(self, state=CheckpointState.INVALID, invalid_reason=event.reason)
+
+    def with_pruned(self) -> CheckpointAggregate:
+        """Fold ``checkpoint.pruned``."""
+        return replace(self, pruned=True)
+
+    def _contradicted(self, reason: str) -> CheckpointAggregate:
+        return self if self.inconsistent else replace(self, inconsistent=reason)

@@ -1,164 +1,112 @@
-"""The retained-output aggregate: a sealed child result, settle-able exactly once.
+"""The retained-output aggregate: a sealed child result, settled exactly once.
 
-An output's stream is its own owner path, the output id ``out:<owner>:<seq>``.
-``goatherd.run_output.sealed.v1`` is placed on the sealing scope's path (the
-seed's placement) and on the output's path (its genesis);
-``goatherd.run_output.settled.v1`` likewise, caused by the sealed record. A
-second settlement meets an occupied ordinal on the output's path, so
-consume-once is optimistic concurrency.
+An output (``out:<owner>:<seq>``) is folded from its records; its stream is
+its own path, and its records also sit on the sealing scope's path.
+Consume-once is optimistic concurrency: a select/apply first appends
+``run_output.claimed`` under the output's head (and the head of the parent's
+workspace path), so exactly one settle ever holds the claim and only it
+changes the parent's workspace; the settlement itself is one more record
+under the same heads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
-from goatherd.domain.records import RecordMode
+from goatherd.domain.checkpoint import seq_of_sequenced_id
+from goatherd.domain.events import OutputClaimed, OutputSealed, OutputSettled
 from goatherd.domain.runtime_errors import (
+    InconsistentTraceError,
     NoBaselineError,
     OutputClaimedError,
     OutputConsumedError,
+    OutputNotFoundError,
 )
-from goatherd.domain.scope import (
-    ScopeAggregate,
-    owner_in_sequenced_id,
-    scope_id_for,
-)
+from goatherd.domain.scope import ScopeAggregate, owner_in_sequenced_id, scope_id_for
 from goatherd.domain.settlement import (
     OutputState,
     SettlementAction,
     terminal_state_for,
 )
-from goatherd.domain.trace_aggregate import (
-    TraceAggregate,
-    TraceEvent,
-    register_trace_event,
-)
 from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
-    "OutputClaimed",
-    "OutputSealed",
-    "OutputSettled",
+    "OUTPUT_PREFIX",
     "RetainedOutputAggregate",
-    "SCHEMA_RUN_OUTPUT_CLAIMED",
-    "SCHEMA_RUN_OUTPUT_SEALED",
-    "SCHEMA_RUN_OUTPUT_SETTLED",
     "output_id_for",
     "owner_of_output",
 ]
 
-SCHEMA_RUN_OUTPUT_SEALED: Final = "goatherd.run_output.sealed.v1"
-SCHEMA_RUN_OUTPUT_SETTLED: Final = "goatherd.run_output.settled.v1"
-SCHEMA_RUN_OUTPUT_CLAIMED: Final = "goatherd.run_output.claimed.v1"
+OUTPUT_PREFIX: Final = "out:"
+_NO_STATE: Final = WorkspaceState(backend="")
 
 
 def output_id_for(owner: str, seq: int) -> str:
     """Return the output id ``out:<owner>:<seq>``."""
-    return f"out:{owner}:{seq}"
+    return f"{OUTPUT_PREFIX}{owner}:{seq}"
 
 
 def owner_of_output(output_id: str) -> str:
     """Return the sealing scope's owner named by an output id (``""`` if malformed)."""
-    return owner_in_sequenced_id(output_id, "out:")
+    return owner_in_sequenced_id(output_id, OUTPUT_PREFIX)
 
 
-@register_trace_event
-class OutputSealed(TraceEvent):
-    """A scope's workspace was sealed as an output (scope path + output genesis)."""
-
-    TOPIC = SCHEMA_RUN_OUTPUT_SEALED
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "run_output:sealed"
-    SHARED = True
-
-    output_id: str
-    scope: str
-    backend: str
-    revision: str
-    state_digest: str
-    baseline_digest: str
-    change_count: int
-    state: Mapping[str, object]
-    baseline: Mapping[str, object]
-    changes: list[dict[str, str]]
-
-
-@register_trace_event
-class OutputSettled(TraceEvent):
-    """An output was consumed (scope path + output path, caused by the seal)."""
-
-    TOPIC = SCHEMA_RUN_OUTPUT_SETTLED
-    MODE = RecordMode.CAPTURE
-    KIND_LABEL = "run_output:settled"
-    SHARED = True
-
-    output_id: str
-    action: str
-    state_digest: str
-
-
-@register_trace_event
-class OutputClaimed(TraceEvent):
-    """A settle claimed the output before its workspace effect (output path only).
+@dataclass(frozen=True, slots=True)
+class RetainedOutputAggregate:
+    """A retained output as the trace shows it.
 
     Attributes:
-        output_id: the output.
-        action: the claiming settle's verb.
-        settle_intent: the claiming settle's append-intent id.
-    """
-
-    TOPIC = SCHEMA_RUN_OUTPUT_CLAIMED
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "run_output:claimed"
-
-    output_id: str
-    action: str
-    settle_intent: str
-
-
-class RetainedOutputAggregate(TraceAggregate):
-    """A retained output folded from its own path.
-
-    Attributes:
-        scope_owner: the owner of the scope that sealed it.
+        output_id: ``out:<owner>:<seq>``.
+        scope_owner: the sealing scope's owner.
+        exists: whether ``run_output.sealed`` was recorded.
         workspace: the sealed state.
-        baseline: the parent's fork-time state the changes are against.
-        changes: ``{"path", "kind"}`` per change, frozen at seal time.
-        sealed_record_id: the sealed record's id (what the settlement cites).
+        baseline: the fork baseline the changes are against.
+        changes: ``{path, kind}`` per change, frozen at seal time.
+        diff_blob: the blob address of the stored unified diff (``""``: none).
+        diff_truncated: whether the stored diff was cut at the blob limit.
+        sealed_record: the sealed record's id (what the settlement cites).
+        sealed_intent: the intent that sealed it (for its commit time).
         state: the consume-once state.
         action: the verb that consumed it (``None`` until settled).
+        settled_record: the settlement record's id.
+        settled_intent: the intent that settled it (for its commit time).
         claimed_by: the settle intent holding the effect claim (``""``: none).
+        claim_parent: the parent that claim's effect changes.
+        claim_base: the parent's digest that claim was decided on.
+        parent_owner: the parent the effect landed on (select/apply).
+        base_digest: the parent's digest the effect was applied onto.
+        result_digest: the parent's digest after the effect.
+        inconsistent: why the trace contradicts itself about it.
     """
 
-    def init_state(self) -> None:
-        """Start as an unknown output."""
-        self.scope_owner = owner_of_output(self.id)
-        self.workspace = WorkspaceState(backend="")
-        self.baseline = WorkspaceState(backend="")
-        self.changes: list[dict[str, str]] = []
-        self.sealed_record_id = ""
-        self.state = OutputState.UNCONSUMED
-        self.action: SettlementAction | None = None
-        self.claimed_by = ""
+    output_id: str
+    scope_owner: str = ""
+    exists: bool = False
+    workspace: WorkspaceState = _NO_STATE
+    baseline: WorkspaceState = _NO_STATE
+    changes: tuple[Mapping[str, str], ...] = ()
+    diff_blob: str = ""
+    diff_truncated: bool = False
+    sealed_record: str = ""
+    sealed_intent: str = ""
+    state: OutputState = OutputState.UNCONSUMED
+    action: SettlementAction | None = None
+    settled_record: str = ""
+    settled_intent: str = ""
+    claimed_by: str = ""
+    claim_parent: str = ""
+    claim_base: str = ""
+    parent_owner: str = ""
+    base_digest: str = ""
+    result_digest: str = ""
+    inconsistent: str = ""
 
     @classmethod
-    def decode_snapshot_field(cls, name: str, value: object) -> object:
-        """Decode the states, the consume-once state and the verb of a snapshot."""
-        if name in ("workspace", "baseline"):
-            if not isinstance(value, Mapping):
-                raise ValueError(f"snapshot {name} is not an object: {value!r}")
-            return WorkspaceState.from_json(value)
-        if name == "state":
-            return OutputState(str(value))
-        if name == "action":
-            return None if value is None else SettlementAction(str(value))
-        return value
-
-    @property
-    def exists(self) -> bool:
-        """Whether the output was sealed (its path holds its genesis)."""
-        return self.version >= 0
+    def bare(cls, output_id: str) -> RetainedOutputAggregate:
+        """Return what an unknown output id folds to."""
+        return cls(output_id, scope_owner=owner_of_output(output_id))
 
     @property
     def scope_id(self) -> str:
@@ -166,17 +114,27 @@ class RetainedOutputAggregate(TraceAggregate):
         return scope_id_for(self.scope_owner)
 
     @property
+    def seq(self) -> int:
+        """The sequence value in its id (the ordering key)."""
+        return seq_of_sequenced_id(self.output_id)
+
+    @property
     def change_paths(self) -> list[str]:
         """The changed paths, in change order."""
         return [change["path"] for change in self.changes]
+
+    # ------------------------------------------------------------- rules
 
     def seal(
         self,
         scope: ScopeAggregate,
         state: WorkspaceState,
         changes: Sequence[Mapping[str, str]],
+        *,
+        diff_blob: str,
+        diff_truncated: bool,
     ) -> OutputSealed:
-        """Record this (bare) output sealed from ``scope`` at ``state``.
+        """Decide to record this (new) output sealed from ``scope`` at ``state``.
 
         Raises:
             ScopeStateError: the scope is not active.
@@ -186,44 +144,57 @@ class RetainedOutputAggregate(TraceAggregate):
         baseline = scope.baseline
         if baseline is None:
             raise NoBaselineError(scope.scope_id, "base to settle onto")
-        frozen = [{"path": c["path"], "kind": c["kind"]} for c in changes]
-        event = self.record(
-            OutputSealed,
-            output_id=self.id,
+        frozen = tuple({"path": c["path"], "kind": c["kind"]} for c in changes)
+        return OutputSealed(
+            output_id=self.output_id,
             scope=scope.scope_id,
             backend=state.backend,
             revision=state.revision,
             state_digest=state.digest(),
             baseline_digest=baseline.digest(),
             change_count=len(frozen),
-            state=state.to_json(),
-            baseline=baseline.to_json(),
+            state=state,
+            baseline=baseline,
             changes=frozen,
+            diff_blob=diff_blob,
+            diff_truncated=True if diff_truncated else None,
         )
-        assert isinstance(event, OutputSealed)
-        scope.place(event)
-        return event
 
-    def check_unconsumed(self) -> None:
-        """Raise :class:`OutputConsumedError` unless the output is unconsumed."""
+    def check_settleable(self) -> None:
+        """Raise unless the output exists, is consistent and is unconsumed.
+
+        Raises:
+            OutputNotFoundError: never sealed.
+            InconsistentTraceError: the trace contradicts itself about it.
+            OutputConsumedError: it was settled already.
+        """
+        if not self.exists:
+            raise OutputNotFoundError(self.output_id)
+        if self.inconsistent:
+            raise InconsistentTraceError(self.output_id, self.inconsistent)
         if self.state is not OutputState.UNCONSUMED:
-            raise OutputConsumedError(self.id, self.state)
+            raise OutputConsumedError(self.output_id, self.state)
 
     def check_claimable(self, settle_intent: str) -> None:
         """Check ``settle_intent`` may perform a select/apply effect.
 
         Raises:
-            OutputConsumedError: the output was already settled.
+            the errors of :meth:`check_settleable`;
             OutputClaimedError: another intent holds the claim.
         """
-        self.check_unconsumed()
+        self.check_settleable()
         if self.claimed_by and self.claimed_by != settle_intent:
-            raise OutputClaimedError(self.id, self.claimed_by)
+            raise OutputClaimedError(self.output_id, self.claimed_by)
 
     def claim(
-        self, action: SettlementAction, settle_intent: str
+        self,
+        action: SettlementAction,
+        settle_intent: str,
+        *,
+        parent_owner: str,
+        base_digest: str,
     ) -> OutputClaimed | None:
-        """Claim the output for ``settle_intent``'s effect (``None``: already ours).
+        """Decide to claim it for ``settle_intent`` (``None``: the claim is ours).
 
         Raises:
             the errors of :meth:`check_claimable`.
@@ -231,61 +202,97 @@ class RetainedOutputAggregate(TraceAggregate):
         self.check_claimable(settle_intent)
         if self.claimed_by == settle_intent:
             return None
-        event = self.record(
-            OutputClaimed,
-            output_id=self.id,
-            action=action.value,
+        return OutputClaimed(
+            output_id=self.output_id,
+            action=action,
             settle_intent=settle_intent,
+            parent_owner=parent_owner,
+            base_digest=base_digest or None,
         )
-        assert isinstance(event, OutputClaimed)
-        return event
 
     def settle(
         self,
-        scope: ScopeAggregate,
         action: SettlementAction,
         settle_intent: str = "",
+        *,
+        parent_owner: str = "",
+        base_digest: str = "",
+        result_digest: str = "",
     ) -> OutputSettled:
-        """Record the settlement (consume-once) on the output and ``scope``.
+        """Decide to record the settlement (consume-once).
 
         A select/apply must hold the claim (``settle_intent``); release and
         discard end the output whoever claimed it.
 
         Raises:
-            OutputConsumedError: the output was already settled.
+            the errors of :meth:`check_settleable`;
             OutputClaimedError: a select/apply without this output's claim.
         """
         if action in (SettlementAction.SELECT, SettlementAction.APPLY):
             self.check_claimable(settle_intent)
-        self.check_unconsumed()
-        event = self.record(
-            OutputSettled,
-            caused_by=(self.sealed_record_id,),
-            output_id=self.id,
-            action=action.value,
+        self.check_settleable()
+        return OutputSettled(
+            caused_by=(self.sealed_record,),
+            output_id=self.output_id,
+            action=action,
             state_digest=self.workspace.digest(),
+            parent_owner=parent_owner or None,
+            base_digest=base_digest or None,
+            result_digest=result_digest or None,
         )
-        assert isinstance(event, OutputSettled)
-        scope.place(event)
-        return event
 
-    def evolve(self, event: TraceEvent) -> None:
-        """Fold one record of the output's path (pure, total)."""
-        if isinstance(event, OutputSealed) and event.output_id == self.id:
-            self.scope_owner = event.scope.removeprefix("scope:")
-            self.workspace = WorkspaceState.from_json(event.state)
-            self.baseline = WorkspaceState.from_json(event.baseline)
-            self.changes = [dict(c) for c in event.changes]
-            self.sealed_record_id = event.record_id
-        elif isinstance(event, OutputSettled) and event.output_id == self.id:
-            self._evolve_settled(event.action)
-        elif isinstance(event, OutputClaimed) and event.output_id == self.id:
-            self.claimed_by = event.settle_intent
+    # ------------------------------------------------------------- evolve
 
-    def _evolve_settled(self, action: str) -> None:
-        try:
-            verb = SettlementAction(action)
-        except ValueError:
-            return  # an unknown recorded verb leaves the output unconsumed
-        self.action = verb
-        self.state = terminal_state_for(verb)
+    def with_sealed(
+        self, event: OutputSealed, record_id: str, intent: str
+    ) -> RetainedOutputAggregate:
+        """Fold ``run_output.sealed`` (a second, different one contradicts)."""
+        if self.exists:
+            if self.sealed_record == record_id:
+                return self
+            return self._contradicted(f"output {self.output_id} is sealed twice")
+        return replace(
+            self,
+            exists=True,
+            scope_owner=event.scope.removeprefix("scope:") or self.scope_owner,
+            workspace=event.state,
+            baseline=event.baseline,
+            changes=tuple(dict(c) for c in event.changes),
+            diff_blob=event.diff_blob or "",
+            diff_truncated=bool(event.diff_truncated),
+            sealed_record=record_id,
+            sealed_intent=intent,
+        )
+
+    def with_claim(self, event: OutputClaimed) -> RetainedOutputAggregate:
+        """Fold ``run_output.claimed`` (the first claim holds)."""
+        if self.claimed_by:
+            return self
+        return replace(
+            self,
+            claimed_by=event.settle_intent,
+            claim_parent=event.parent_owner or "",
+            claim_base=event.base_digest or "",
+        )
+
+    def with_settled(
+        self, event: OutputSettled, record_id: str, intent: str
+    ) -> RetainedOutputAggregate:
+        """Fold ``run_output.settled`` (a second settlement contradicts)."""
+        if self.settled_record:
+            if self.settled_record == record_id:
+                return self
+            return self._contradicted(f"output {self.output_id} is settled twice")
+        return replace(
+            self,
+            state=terminal_state_for(event.action),
+            action=event.action,
+            settled_record=record_id,
+            settled_intent=intent,
+            parent_owner=event.parent_owner or "",
+            base_digest=event.base_digest or "",
+            result_digest=event.result_digest or "",
+        )
+
+    def _contradicted(self, reason: str) -> RetainedOutputAggregate:
+        return self if self.inconsistent else replace(self, inconsistent=reason)

@@ -21,6 +21,10 @@ Hierarchy (all under :class:`~goatherd.domain.errors.DomainError`)::
       ParentMovedError               select with the parent off its baseline
       SettleEffectLandedError        the seed's ErrSettleEffectLanded
       SupervisorDeniedError          a merge reviewer denied (in ``merge_gate``)
+      InconsistentTraceError         the trace contradicts itself about an aggregate
+      WorkspaceBusyError             another claimed workspace effect is unfinished
+      ReservedSchemaError            append_fact with a runtime-reserved schema
+      BlobIntegrityError             blob bytes do not match the trace's digest
 
 The seed's ``ErrApplyConflict`` is the sandbox seam's ``ApplyConflictError``
 (application layer); settlement raises it with the settle's detail. Messages
@@ -32,16 +36,19 @@ from __future__ import annotations
 from goatherd.domain.errors import DomainError
 
 __all__ = [
+    "BlobIntegrityError",
     "CheckpointClaimedError",
     "CheckpointNotFoundError",
     "CheckpointNotRestorableError",
     "CheckpointScopeMismatchError",
+    "InconsistentTraceError",
     "NoBaselineError",
     "NotAChildError",
     "OutputClaimedError",
     "OutputConsumedError",
     "OutputNotFoundError",
     "ParentMovedError",
+    "ReservedSchemaError",
     "RootScopeError",
     "RuntimeRuleError",
     "ScopeExistsError",
@@ -50,6 +57,7 @@ __all__ = [
     "SettleEffectLandedError",
     "SnapshotTooLargeError",
     "UnknownSettlementActionError",
+    "WorkspaceBusyError",
 ]
 
 
@@ -254,3 +262,67 @@ class CheckpointClaimedError(CheckpointNotRestorableError):
         """Name the checkpoint and the claimant."""
         self.claimed_by = claimed_by
         super().__init__(checkpoint_id, f"claimed by restore {claimed_by}")
+
+
+class InconsistentTraceError(RuntimeRuleError):
+    """The trace contradicts itself about a scope, checkpoint or output.
+
+    Two different endings of one scope, two settlements of one output, a scope
+    forked twice: something other than the runtime wrote or edited records.
+    Nothing is decided on such an aggregate; ``goatherd verify`` and
+    ``goatherd recover`` name the records.
+    """
+
+    def __init__(self, subject: str, reason: str) -> None:
+        """Name what is contradicted and how."""
+        super().__init__(f"{subject}: the trace is inconsistent: {reason}")
+        self.subject = subject
+        self.reason = reason
+
+
+class WorkspaceBusyError(RuntimeRuleError):
+    """Another claimed workspace effect on the same workspace is unfinished.
+
+    A settle (select/apply) or a restore claimed the workspace and has not
+    recorded its result yet (it is running, or crashed and awaits its retry).
+    Retry later; ``release``/``discard`` of a claimed output ends its claim.
+    """
+
+    def __init__(self, subject: str, workspace_scope: str, holder: str) -> None:
+        """Name the operation, the workspace's scope and the claim holder."""
+        super().__init__(
+            f"{subject}: the workspace of {workspace_scope} is claimed by {holder},"
+            " whose effect is unfinished; retry once it settles"
+        )
+        self.workspace_scope = workspace_scope
+        self.holder = holder
+
+
+class ReservedSchemaError(RuntimeRuleError, ValueError):
+    """``append_fact`` named a schema the runtime reserves for its own records.
+
+    Lifecycle records go through their commands, which check their rules.
+    """
+
+    def __init__(self, schema_ref: str) -> None:
+        """Name the reserved schema."""
+        super().__init__(
+            f"schema {schema_ref!r} is reserved for the runtime's own records"
+            " (goatherd.* and the retired shepherd.* runtime refs); use the"
+            " command that records it, or a schema of your own"
+        )
+        self.schema_ref = schema_ref
+
+
+class BlobIntegrityError(RuntimeRuleError):
+    """Bytes read from the blob store do not match the digest the trace records.
+
+    Nothing is applied: the blob was edited, truncated or is missing.
+    """
+
+    def __init__(self, subject: str, digest: str, problem: str) -> None:
+        """Name what needed the blob, the recorded digest and the problem."""
+        super().__init__(f"{subject}: blob {digest} {problem}; nothing was changed")
+        self.subject = subject
+        self.digest = digest
+        self.problem = problem

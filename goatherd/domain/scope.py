@@ -1,76 +1,58 @@
-"""The scope aggregate: one branch of agent execution, folded from its owner path.
+"""The scope aggregate: one branch of agent work, folded from the trace.
 
-A scope's stream is its owner path (the scope id is ``scope:<owner>``). The
-lifecycle facts are the seed's records (runtime-spec Appendix A): a fork is
-ONE ``goatherd.scope.forked.v1`` record placed on the parent's path (the
-seed's placement) and on the child's path (its genesis); merged and discarded
-are placed on the parent's path and the child's; halt, inject and the
-workspace records sit on the scope's own path. The forked payload also names
-``parent_owner`` (an open-map addition, ADR 0008) because it is the child's
-genesis.
+A scope is identified by its owner path (its id is ``scope:<owner>``). Its
+state is an immutable value: :mod:`goatherd.domain.runtime_state` folds the
+runtime's events into it (``with_*`` methods return the next value), and the
+decision methods check a rule and return the event to record, never
+changing the value themselves (decide, then evolve). A scope that no record
+names is not a scope: :meth:`ScopeAggregate.bare` is what an unknown owner
+folds to.
 
-Rules are checked in the command methods; the ``evolve`` fold is pure.
+A scope also tracks the workspace it owns (a root, or an isolated child):
+``workspace_digest`` is the digest of the last state the trace recorded for
+it (a fork baseline, a capture, a restore, a settlement that landed) and
+``workspace_claim`` names the checkpoint or output whose claimed workspace
+effect has not been recorded as finished. Shared children use their
+ancestor's workspace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
-from goatherd.domain.records import RecordMode
+from goatherd.domain.events import (
+    GuidanceInjected,
+    ScopeCreated,
+    ScopeDiscarded,
+    ScopeForked,
+    ScopeHalted,
+    ScopeMerged,
+    ScopePruned,
+)
 from goatherd.domain.runtime_errors import (
+    InconsistentTraceError,
     NotAChildError,
     ScopeExistsError,
     ScopeStateError,
 )
-from goatherd.domain.trace_aggregate import (
-    RecordAppended,
-    TraceAggregate,
-    TraceEvent,
-    register_trace_event,
-)
 from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
-    "GuidanceInjected",
-    "MergeProposed",
-    "SCHEMA_MERGE_PROPOSED",
-    "SCHEMA_SCOPE_DISCARDED",
-    "SCHEMA_SCOPE_FORKED",
-    "SCHEMA_SCOPE_MERGED",
-    "SCHEMA_SUPERVISOR_DECISION",
-    "SCHEMA_SUPERVISOR_HALT",
-    "SCHEMA_SUPERVISOR_INJECT",
-    "SCHEMA_WORKSPACE_APPLIED",
-    "SCHEMA_WORKSPACE_CAPTURED",
+    "SCOPE_PREFIX",
     "ScopeAggregate",
-    "ScopeDiscarded",
-    "ScopeForked",
-    "ScopeHalted",
-    "ScopeMerged",
     "ScopeState",
-    "SupervisorDecided",
-    "WorkspaceApplied",
-    "WorkspaceCaptured",
     "owner_in_sequenced_id",
     "owner_of_scope",
     "scope_id_for",
 ]
 
-SCHEMA_SCOPE_FORKED: Final = "goatherd.scope.forked.v1"
-SCHEMA_SCOPE_MERGED: Final = "goatherd.scope.merged.v1"
-SCHEMA_SCOPE_DISCARDED: Final = "goatherd.scope.discarded.v1"
-SCHEMA_SUPERVISOR_INJECT: Final = "goatherd.supervisor.inject.v1"
-SCHEMA_SUPERVISOR_HALT: Final = "goatherd.supervisor.halt.v1"
-SCHEMA_WORKSPACE_CAPTURED: Final = "goatherd.workspace.captured.v1"
-SCHEMA_WORKSPACE_APPLIED: Final = "goatherd.workspace.applied.v1"
-SCHEMA_MERGE_PROPOSED: Final = "goatherd.merge.proposed.v1"
-SCHEMA_SUPERVISOR_DECISION: Final = "goatherd.supervisor.decision.v1"
+SCOPE_PREFIX: Final = "scope:"
 
 
 class ScopeState(StrEnum):
-    """A scope's lifecycle state (halt folds into ``discarded``)."""
+    """A scope's lifecycle state (a halt ends a scope as ``discarded``)."""
 
     ACTIVE = "active"
     MERGED = "merged"
@@ -79,7 +61,12 @@ class ScopeState(StrEnum):
 
 def scope_id_for(owner: str) -> str:
     """Return the scope id of an owner path (``scope:<owner>``)."""
-    return "scope:" + owner
+    return SCOPE_PREFIX + owner
+
+
+def owner_of_scope(scope_id: str) -> str:
+    """Return the owner path of a scope id (the id minus ``scope:``)."""
+    return scope_id.removeprefix(SCOPE_PREFIX)
 
 
 def owner_in_sequenced_id(identifier: str, prefix: str) -> str:
@@ -92,168 +79,61 @@ def owner_in_sequenced_id(identifier: str, prefix: str) -> str:
     return identifier[len(prefix) :].rsplit(":", 1)[0]
 
 
-def owner_of_scope(scope_id: str) -> str:
-    """Return the owner path of a scope id (the id minus ``scope:``)."""
-    return scope_id.removeprefix("scope:")
-
-
-@register_trace_event
-class ScopeForked(TraceEvent):
-    """A child scope was forked (parent path + the child's genesis)."""
-
-    TOPIC = SCHEMA_SCOPE_FORKED
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "scope:forked"
-    SHARED = True
-
-    child_owner: str
-    parent_owner: str
-    isolated: bool | None = None
-    sandbox_backend: str | None = None
-    sandbox_path: str | None = None
-    baseline_digest: str | None = None
-    baseline: Mapping[str, object] | None = None
-
-
-@register_trace_event
-class ScopeMerged(TraceEvent):
-    """A child was merged into its parent (causal only; parent + child paths)."""
-
-    TOPIC = SCHEMA_SCOPE_MERGED
-    MODE = RecordMode.CAPTURE
-    KIND_LABEL = "scope:merged"
-    SHARED = True
-
-    child_owner: str
-    child_scope: str
-
-
-@register_trace_event
-class ScopeDiscarded(TraceEvent):
-    """A child was discarded by its parent (parent + child paths)."""
-
-    TOPIC = SCHEMA_SCOPE_DISCARDED
-    MODE = RecordMode.CAPTURE
-    KIND_LABEL = "scope:discarded"
-    SHARED = True
-
-    child_owner: str
-    child_scope: str
-
-
-@register_trace_event
-class ScopeHalted(TraceEvent):
-    """The supervisor halted the scope (own path; folds to ``discarded``)."""
-
-    TOPIC = SCHEMA_SUPERVISOR_HALT
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "supervisor:halt"
-
-
-@register_trace_event
-class GuidanceInjected(TraceEvent):
-    """Guidance for the scope's next turn (own path)."""
-
-    TOPIC = SCHEMA_SUPERVISOR_INJECT
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "supervisor:inject"
-
-    guidance: str
-
-
-@register_trace_event
-class WorkspaceCaptured(TraceEvent):
-    """A workspace capture (advisory, own path)."""
-
-    TOPIC = SCHEMA_WORKSPACE_CAPTURED
-    MODE = RecordMode.DECLARATION
-    KIND_LABEL = "workspace:captured"
-
-    backend: str
-    revision: str
-    state_digest: str
-
-
-@register_trace_event
-class WorkspaceApplied(TraceEvent):
-    """A workspace apply (advisory, own path)."""
-
-    TOPIC = SCHEMA_WORKSPACE_APPLIED
-    MODE = RecordMode.CAPTURE
-    KIND_LABEL = "workspace:applied"
-
-    backend: str
-    revision: str
-    state_digest: str
-
-
-@register_trace_event
-class MergeProposed(TraceEvent):
-    """A child's merge proposal (child path, caused by its fork point)."""
-
-    TOPIC = SCHEMA_MERGE_PROPOSED
-    MODE = RecordMode.CAPTURE
-    KIND_LABEL = "merge:proposed"
-
-    child_scope: str
-    baseline_digest: str
-    change_count: int
-    changes: list[dict[str, str]]
-    diff_digest: str
-
-
-@register_trace_event
-class SupervisorDecided(TraceEvent):
-    """A review verdict on a proposal (parent path, caused by the proposal)."""
-
-    TOPIC = SCHEMA_SUPERVISOR_DECISION
-    MODE = RecordMode.CAPTURE
-    KIND_LABEL = "supervisor:decision"
-
-    approved: bool
-    child_scope: str
-    reason: str | None = None
-    action: str | None = None
-
-
-def _state_json(state: WorkspaceState | None) -> dict[str, object] | None:
-    return None if state is None else state.to_json()
-
-
-class ScopeAggregate(TraceAggregate):
-    """A scope folded from its owner path.
+@dataclass(frozen=True, slots=True)
+class ScopeAggregate:
+    """A scope as the trace shows it.
 
     Attributes:
-        parent_owner: the parent's owner path (``None`` for a root).
-        fork_point: the record id of the fork (``""`` for a root).
-        baseline: the parent's state captured at fork (``None`` if none).
+        owner: the owner path.
+        listed: whether the runtime knows it as a scope (created, a fork end,
+            or the scope of a checkpoint or sealed output).
+        created: whether a ``scope.created`` record started it (a root).
+        parent_owner: the parent's owner (``None`` for a root).
+        fork_point: the fork record's id (``""`` for a root).
+        baseline: the parent's state at the fork (``None`` if none).
         isolated: forked with its own sandbox.
-        sandbox_backend: the isolated sandbox's backend (``""`` if none).
-        sandbox_path: the isolated sandbox's recorded address (``""`` if none).
-        children: the owners forked from this scope, in fork order.
+        sandbox_backend: the recorded sandbox backend (``""``: none recorded).
+        sandbox_path: the recorded sandbox address (``""``: none).
+        children: the owners forked from it, in fork order.
         state: the lifecycle state.
+        terminal_record: the record that ended it (``""`` while active).
+        inconsistent: why the trace contradicts itself about it (``""``).
+        pruned: hidden from listings by ``prune_terminal``.
+        sandbox_destroyed: its owned sandbox was torn down.
+        workspace_digest: the last recorded digest of the workspace it owns.
+        workspace_claim: the checkpoint/output whose claimed effect on that
+            workspace is unfinished (``""``: none).
+        first_position: the log position that introduced it (``-1``: none).
     """
 
-    def init_state(self) -> None:
-        """Start as a bare active root."""
-        self.parent_owner: str | None = None
-        self.fork_point = ""
-        self.baseline: WorkspaceState | None = None
-        self.isolated = False
-        self.sandbox_backend = ""
-        self.sandbox_path = ""
-        self.children: list[str] = []
-        self.state = ScopeState.ACTIVE
+    owner: str
+    listed: bool = False
+    created: bool = False
+    parent_owner: str | None = None
+    fork_point: str = ""
+    baseline: WorkspaceState | None = None
+    isolated: bool = False
+    sandbox_backend: str = ""
+    sandbox_path: str = ""
+    children: tuple[str, ...] = ()
+    state: ScopeState = ScopeState.ACTIVE
+    terminal_record: str = ""
+    inconsistent: str = ""
+    pruned: bool = False
+    sandbox_destroyed: bool = False
+    workspace_digest: str = ""
+    workspace_claim: str = ""
+    first_position: int = -1
 
-    @property
-    def owner(self) -> str:
-        """The scope's owner path."""
-        return self.id
+    @classmethod
+    def bare(cls, owner: str) -> ScopeAggregate:
+        """Return what an owner no runtime record names folds to."""
+        return cls(owner)
 
     @property
     def scope_id(self) -> str:
         """The scope id (``scope:<owner>``)."""
-        return scope_id_for(self.id)
+        return scope_id_for(self.owner)
 
     @property
     def is_active(self) -> bool:
@@ -261,12 +141,20 @@ class ScopeAggregate(TraceAggregate):
         return self.state is ScopeState.ACTIVE
 
     @property
-    def exists(self) -> bool:
-        """Whether the path holds any record (a bare root holds none)."""
-        return self.version >= 0
+    def owns_workspace(self) -> bool:
+        """Whether the scope has a workspace of its own (a root or isolated)."""
+        return self.parent_owner is None or self.isolated
+
+    # ------------------------------------------------------------- rules
 
     def require_active(self, message: str) -> None:
-        """Raise :class:`ScopeStateError` with ``message`` unless active."""
+        """Raise :class:`ScopeStateError` with ``message`` unless active.
+
+        Raises:
+            InconsistentTraceError: the trace contradicts itself about it.
+            ScopeStateError: the scope is merged or discarded.
+        """
+        self.require_consistent()
         if not self.is_active:
             raise ScopeStateError(
                 f"{message} {self.scope_id} in state {self.state}",
@@ -274,230 +162,211 @@ class ScopeAggregate(TraceAggregate):
                 self.state,
             )
 
-    @classmethod
-    def decode_snapshot_field(cls, name: str, value: object) -> object:
-        """Decode the baseline and the state of a snapshot."""
-        if name == "baseline":
-            return None if value is None else _decode_baseline(_mapping(value))
-        if name == "state":
-            return ScopeState(str(value))
-        return value
+    def require_consistent(self) -> None:
+        """Raise :class:`InconsistentTraceError` if the trace contradicts itself."""
+        if self.inconsistent:
+            raise InconsistentTraceError(self.scope_id, self.inconsistent)
 
-    # ----------------------------------------------------------- lifecycle
+    def create(
+        self, *, sandbox_backend: str = "", sandbox_path: str = ""
+    ) -> ScopeCreated:
+        """Decide to create this owner as a root scope.
+
+        A root may start on a path that already holds other records (an
+        agent's own facts); it may not start on an owner the runtime knows.
+
+        Raises:
+            ScopeExistsError: the owner is a scope already.
+        """
+        if self.listed or self.state is not ScopeState.ACTIVE:
+            raise ScopeExistsError(self.scope_id)
+        return ScopeCreated(
+            owner=self.owner,
+            sandbox_backend=sandbox_backend or None,
+            sandbox_path=sandbox_path or None,
+        )
 
     def fork(
         self,
         child: ScopeAggregate,
         *,
+        child_head: int,
         baseline: WorkspaceState | None,
         isolated: bool = False,
         sandbox_backend: str = "",
         sandbox_path: str = "",
     ) -> ScopeForked:
-        """Fork ``child`` (a bare aggregate of a fresh owner) from this scope.
+        """Decide to fork ``child`` (a fresh owner) from this scope.
 
         Raises:
             ScopeStateError: this scope is not active.
-            ScopeExistsError: the child's path already holds records.
+            ScopeExistsError: the child is a scope, or its path holds records.
         """
         self.require_active("cannot fork scope")
-        if child.exists or child.id == self.id:
+        if child.listed or child_head > 0 or child.owner == self.owner:
             raise ScopeExistsError(child.scope_id)
         present = baseline is not None and baseline.present
-        event = self.record(
-            ScopeForked,
-            child_owner=child.id,
-            parent_owner=self.id,
+        return ScopeForked(
+            child_owner=child.owner,
+            parent_owner=self.owner,
             isolated=True if isolated else None,
             sandbox_backend=sandbox_backend if isolated and sandbox_backend else None,
             sandbox_path=sandbox_path if isolated and sandbox_path else None,
             baseline_digest=baseline.digest() if present and baseline else None,
-            baseline=_state_json(baseline) if present else None,
+            baseline=baseline if present else None,
         )
-        assert isinstance(event, ScopeForked)
-        child.place(event)
-        return event
 
     def merge(self, child: ScopeAggregate) -> ScopeMerged:
-        """Merge ``child`` (causal only).
+        """Decide to merge ``child`` (causal only).
 
         Raises:
             ScopeStateError: this scope or the child is not active.
             NotAChildError: ``child`` is not this scope's child.
         """
         self._check_child(child, "merge")
-        event = self.record(ScopeMerged, **self._child_fields(child))
-        assert isinstance(event, ScopeMerged)
-        child.place(event)
-        return event
+        return ScopeMerged(
+            caused_by=child._fork_cause(),
+            child_owner=child.owner,
+            child_scope=child.scope_id,
+        )
 
     def discard(self, child: ScopeAggregate) -> ScopeDiscarded:
-        """Discard ``child``; its records remain, semantically abandoned.
+        """Decide to discard ``child``; its records remain.
 
         Raises:
             ScopeStateError: this scope or the child is not active.
             NotAChildError: ``child`` is not this scope's child.
         """
         self._check_child(child, "discard")
-        event = self.record(ScopeDiscarded, **self._child_fields(child))
-        assert isinstance(event, ScopeDiscarded)
-        child.place(event)
-        return event
+        return ScopeDiscarded(
+            caused_by=child._fork_cause(),
+            child_owner=child.owner,
+            child_scope=child.scope_id,
+        )
 
     def halt(self) -> ScopeHalted | None:
-        """Halt the scope; ``None`` when it is already discarded (idempotent).
+        """Decide to halt; ``None`` when already discarded (idempotent).
 
         Raises:
             ScopeStateError: the scope is merged (a halt would contradict it).
         """
+        self.require_consistent()
         if self.state is ScopeState.DISCARDED:
             return None
         self.require_active("cannot halt scope")
-        event = self.record(ScopeHalted)
-        assert isinstance(event, ScopeHalted)
-        return event
+        return ScopeHalted()
 
     def inject(self, guidance: str) -> GuidanceInjected:
-        """Record guidance for the scope's next turn.
+        """Decide to record guidance for the scope's next turn.
 
         Raises:
             ScopeStateError: the scope is not active.
         """
         self.require_active("cannot inject into scope")
-        event = self.record(GuidanceInjected, guidance=guidance)
-        assert isinstance(event, GuidanceInjected)
-        return event
+        return GuidanceInjected(guidance=guidance)
 
-    # ----------------------------------------------------------- records
-
-    def workspace_captured(self, state: WorkspaceState) -> TraceEvent:
-        """Record a workspace capture (the caller checked the scope is active)."""
-        return self.record(WorkspaceCaptured, **_workspace_fields(state))
-
-    def workspace_applied(self, state: WorkspaceState) -> TraceEvent:
-        """Record a workspace apply (the caller checked the scope is active)."""
-        return self.record(WorkspaceApplied, **_workspace_fields(state))
-
-    def propose_merge(
-        self,
-        *,
-        baseline_digest: str,
-        changes: list[dict[str, str]],
-        diff_digest: str,
-    ) -> MergeProposed:
-        """Record this child's merge proposal, caused by its fork point.
-
-        Raises:
-            ScopeStateError: the scope is not active.
-        """
-        self.require_active("cannot propose merge for scope")
-        event = self.record(
-            MergeProposed,
-            caused_by=(self.fork_point,) if self.fork_point else (),
-            child_scope=self.scope_id,
-            baseline_digest=baseline_digest,
-            change_count=len(changes),
-            changes=changes,
-            diff_digest=diff_digest,
-        )
-        assert isinstance(event, MergeProposed)
-        return event
-
-    def decide(
-        self,
-        *,
-        child_scope: str,
-        approved: bool,
-        reason: str,
-        action: str,
-        proposed_record_id: str,
-    ) -> SupervisorDecided:
-        """Record a review verdict on this (parent) scope's path."""
-        event = self.record(
-            SupervisorDecided,
-            caused_by=(proposed_record_id,) if proposed_record_id else (),
-            approved=approved,
-            child_scope=child_scope,
-            reason=reason if not approved and reason else None,
-            action=action or None,
-        )
-        assert isinstance(event, SupervisorDecided)
-        return event
-
-    def append_fact(
-        self, schema_ref: str, kind_label: str, payload: Mapping[str, object]
-    ) -> TraceEvent:
-        """Record a free-form capture on the scope's path (any state).
-
-        Raises:
-            ValueError: for an empty schema ref.
-        """
-        if not schema_ref:
-            raise ValueError("schema_ref is required")
-        return self.record(
-            RecordAppended,
-            record_schema=schema_ref,
-            record_mode=RecordMode.CAPTURE.value,
-            record_kind_label=kind_label or schema_ref,
-            record_payload=dict(payload),
-        )
-
-    # ----------------------------------------------------------- fold
-
-    def evolve(self, event: TraceEvent) -> None:
-        """Fold one record of the scope's path (pure, total)."""
-        if isinstance(event, ScopeForked):
-            self._evolve_forked(event)
-        elif isinstance(event, ScopeMerged | ScopeDiscarded):
-            if event.child_owner == self.id:
-                merged = isinstance(event, ScopeMerged)
-                self.state = ScopeState.MERGED if merged else ScopeState.DISCARDED
-        elif isinstance(event, ScopeHalted):
-            self.state = ScopeState.DISCARDED
-
-    def _evolve_forked(self, event: ScopeForked) -> None:
-        if event.child_owner != self.id:
-            self.children.append(event.child_owner)
-            return
-        self.parent_owner = event.parent_owner
-        self.fork_point = event.record_id
-        self.isolated = bool(event.isolated)
-        self.sandbox_backend = event.sandbox_backend or ""
-        self.sandbox_path = event.sandbox_path or ""
-        self.baseline = _decode_baseline(event.baseline)
+    def prune(self) -> ScopePruned | None:
+        """Decide to prune a terminal scope (``None``: active or pruned already)."""
+        if self.is_active or self.pruned:
+            return None
+        return ScopePruned(owner=self.owner)
 
     def _check_child(self, child: ScopeAggregate, verb: str) -> None:
         preposition = "into" if verb == "merge" else "from"
         self.require_active(f"cannot {verb} {preposition} scope")
         child.require_active(f"cannot {verb} scope")
-        if child.parent_owner != self.id:
+        if child.parent_owner != self.owner:
             raise NotAChildError(child.scope_id, self.scope_id)
 
-    @staticmethod
-    def _child_fields(child: ScopeAggregate) -> dict[str, object]:
-        return {
-            "caused_by": (child.fork_point,) if child.fork_point else (),
-            "child_owner": child.id,
-            "child_scope": child.scope_id,
-        }
+    def _fork_cause(self) -> tuple[str, ...]:
+        return (self.fork_point,) if self.fork_point else ()
 
+    # ------------------------------------------------------------- evolve
 
-def _workspace_fields(state: WorkspaceState) -> dict[str, object]:
-    return {
-        "backend": state.backend,
-        "revision": state.revision,
-        "state_digest": state.digest(),
-    }
+    def with_position(self, position: int) -> ScopeAggregate:
+        """Return the value with ``first_position`` set once."""
+        if self.first_position >= 0 or position < 0:
+            return self
+        return replace(self, first_position=position)
 
+    def with_listed(self) -> ScopeAggregate:
+        """Return the value known as a scope."""
+        return self if self.listed else replace(self, listed=True)
 
-def _mapping(value: object) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"expected a workspace state object, got {value!r}")
-    return value
+    def with_created(self, event: ScopeCreated) -> ScopeAggregate:
+        """Fold ``scope.created``."""
+        return replace(
+            self,
+            listed=True,
+            created=True,
+            sandbox_backend=self.sandbox_backend or (event.sandbox_backend or ""),
+            sandbox_path=self.sandbox_path or (event.sandbox_path or ""),
+        )
 
+    def with_child(self, child_owner: str) -> ScopeAggregate:
+        """Fold a fork of ``child_owner`` from this scope."""
+        if child_owner in self.children:
+            return self.with_listed()
+        return replace(self, listed=True, children=(*self.children, child_owner))
 
-def _decode_baseline(value: Mapping[str, object] | None) -> WorkspaceState | None:
-    if value is None:
-        return None
-    state = WorkspaceState.from_json(value)
-    return state if state.present else None
+    def with_genesis(
+        self, event: ScopeForked, parent_owner: str, record_id: str
+    ) -> ScopeAggregate:
+        """Fold the fork that made this scope ``parent_owner``'s child."""
+        if self.fork_point and self.fork_point != record_id:
+            return self._contradicted(
+                f"owner {self.owner} is forked twice"
+                f" ({self.fork_point} and {record_id})"
+            )
+        baseline = event.baseline if event.baseline and event.baseline.present else None
+        return replace(
+            self,
+            listed=True,
+            parent_owner=parent_owner,
+            fork_point=record_id,
+            isolated=bool(event.isolated),
+            sandbox_backend=event.sandbox_backend or "",
+            sandbox_path=event.sandbox_path or "",
+            baseline=baseline,
+        )
+
+    def with_end(self, state: ScopeState, record_id: str) -> ScopeAggregate:
+        """Fold a merge, discard or halt (a second, different end contradicts)."""
+        if self.state is ScopeState.ACTIVE:
+            return replace(self, state=state, terminal_record=record_id)
+        if self.state is not state:
+            return self._contradicted(
+                f"owner {self.owner} is recorded both {self.state} and {state}"
+            )
+        return self
+
+    def with_pruned(self) -> ScopeAggregate:
+        """Fold ``scope.pruned``."""
+        return replace(self, pruned=True)
+
+    def with_sandbox_destroyed(self) -> ScopeAggregate:
+        """Fold ``scope.sandbox_destroyed``."""
+        return replace(self, sandbox_destroyed=True)
+
+    def with_workspace(self, digest: str, *, ends_claim: str = "") -> ScopeAggregate:
+        """Fold a recorded state of the owned workspace (``""``: unknown).
+
+        ``ends_claim`` names a claim the record finishes.
+        """
+        claim = self.workspace_claim
+        if ends_claim and claim == ends_claim:
+            claim = ""
+        return replace(self, workspace_digest=digest, workspace_claim=claim)
+
+    def with_workspace_claim(self, holder: str) -> ScopeAggregate:
+        """Fold a claim of the owned workspace by ``holder``."""
+        return replace(self, workspace_claim=holder)
+
+    def without_workspace_claim(self, holder: str) -> ScopeAggregate:
+        """Fold the end of ``holder``'s claim without a recorded result."""
+        if self.workspace_claim != holder:
+            return self
+        return replace(self, workspace_claim="", workspace_digest="")
+
+    def _contradicted(self, reason: str) -> ScopeAggregate:
+        return self if self.inconsistent else replace(self, inconsistent=reason)

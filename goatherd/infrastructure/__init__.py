@@ -4,6 +4,7 @@
 """
 
 from goatherd.infrastructure import (
+    blobs,
     bootstrap,
     bus,
     eventstore,
@@ -14,6 +15,7 @@ from goatherd.infrastructure import (
     substrates,
     traceui,
 )
+from goatherd.infrastructure.blobs import *
 from goatherd.infrastructure.bootstrap import *
 from goatherd.infrastructure.bus import *
 from goatherd.infrastructure.eventstore import *
@@ -25,6 +27,7 @@ from goatherd.infrastructure.substrates import *
 from goatherd.infrastructure.traceui import *
 
 __all__: list[str] = []
+__all__ += blobs.__all__
 __all__ += bootstrap.__all__
 __all__ += bus.__all__
 __all__ += eventstore.__all__

@@ -1,9 +1,12 @@
 """The composition root: open a trace and wire the runtime around it.
 
 :func:`open_runtime` is the one place that builds the store, the effect bus,
-the event store and the scope managers (the CLI and the demo use it; handlers
-receive what they need as arguments and never build it). A :class:`Runtime`
-owns what it opened and closes it once.
+the blob store, the runtime model and the scope managers (the CLI and the
+demo use it; handlers receive what they need as arguments and never build
+it). :func:`scope_manager_for` wires a manager over a store someone else
+opened. One :class:`~goatherd.application.RuntimeModel` is shared by every
+manager of one store object in this process; a :class:`Runtime` owns what
+it opened and closes it once.
 """
 
 from __future__ import annotations
@@ -15,29 +18,88 @@ from dataclasses import dataclass, field
 from returns.result import Result
 
 from goatherd.application import (
+    FaultHook,
+    IntentSequence,
     RecoverOptions,
+    RecoveryFailure,
     RecoveryStats,
-    RuntimeFailure,
-    Sandbox,
+    RuntimeContext,
+    RuntimeModel,
+    SandboxBindings,
+    SandboxResolver,
     ScopeManager,
     recover_scopes,
 )
 from goatherd.domain.effects import EffectEvent
+from goatherd.infrastructure.blobs import SqlBlobStore
 from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.eventstore import TraceEventStore
 from goatherd.infrastructure.store import (
     EffectPublisher,
     SqlAlchemyTraceStore,
     open_trace_store,
 )
 
-__all__ = ["EffectTap", "Runtime", "SandboxResolver", "open_runtime"]
-
-SandboxResolver = Callable[[str, str, str], Sandbox | None]
-"""``(scope_id, backend, recorded_path) -> sandbox | None`` for recovery."""
+__all__ = [
+    "EffectTap",
+    "Runtime",
+    "open_runtime",
+    "runtime_context_for",
+    "runtime_model_for",
+    "scope_manager_for",
+]
 
 EffectTap = Callable[[EffectEvent], None]
 """Called synchronously in the appending thread after each published event."""
+
+
+def _shared(store: SqlAlchemyTraceStore) -> tuple[RuntimeModel, SqlBlobStore]:
+    model = store.shared("goatherd.runtime_model", lambda: RuntimeModel(store))
+    blobs = store.shared("goatherd.blob_store", lambda: SqlBlobStore(store))
+    return model, blobs
+
+
+def runtime_model_for(store: SqlAlchemyTraceStore) -> RuntimeModel:
+    """Return this process's runtime model of ``store`` (one per store object)."""
+    return _shared(store)[0]
+
+
+def runtime_context_for(
+    store: SqlAlchemyTraceStore,
+    *,
+    resolver: SandboxResolver | None = None,
+    faults: FaultHook | None = None,
+    sequence: IntentSequence | None = None,
+) -> RuntimeContext:
+    """Return the command handlers' dependencies over ``store``.
+
+    Args:
+        store: the trace store.
+        resolver: re-adopts sandboxes of scopes this process holds no object
+            for (``None``: only sandboxes passed to create/fork are used).
+        faults: a hook called at every write boundary (tests inject crashes).
+        sequence: the intent sequence (default: a fresh, randomly seeded one).
+    """
+    model, blobs = _shared(store)
+    return RuntimeContext(
+        model=model,
+        blobs=blobs,
+        sandboxes=SandboxBindings(resolver),
+        sequence=sequence or IntentSequence(),
+        faults=faults,
+    )
+
+
+def scope_manager_for(
+    store: SqlAlchemyTraceStore,
+    *,
+    resolver: SandboxResolver | None = None,
+    faults: FaultHook | None = None,
+    sequence: IntentSequence | None = None,
+) -> ScopeManager:
+    """Return a scope manager over ``store`` (every answer read from its trace)."""
+    return ScopeManager(
+        runtime_context_for(store, resolver=resolver, faults=faults, sequence=sequence)
+    )
 
 
 @dataclass(slots=True)
@@ -47,25 +109,35 @@ class Runtime:
     Attributes:
         store: the kernel trace store.
         bus: the effect bus the store publishes to (``None``: no bus).
-        events: the aggregate streams the scope managers run on.
     """
 
     store: SqlAlchemyTraceStore
     bus: EffectBus | None
-    events: TraceEventStore
     _closed: bool = field(default=False, repr=False)
 
-    def new_manager(self) -> ScopeManager:
-        """Return an empty scope manager over this trace (register roots next)."""
-        return ScopeManager(self.events)
+    @property
+    def model(self) -> RuntimeModel:
+        """This process's runtime model of the trace."""
+        return runtime_model_for(self.store)
+
+    def new_manager(
+        self,
+        resolver: SandboxResolver | None = None,
+        *,
+        faults: FaultHook | None = None,
+    ) -> ScopeManager:
+        """Return a scope manager over this trace."""
+        return scope_manager_for(self.store, resolver=resolver, faults=faults)
 
     def recover(
         self,
         resolver: SandboxResolver | None = None,
         stats: RecoveryStats | None = None,
-    ) -> Result[ScopeManager, RuntimeFailure]:
-        """Rebuild a scope manager from the trace (``recover_scopes``)."""
-        return recover_scopes(self.events, RecoverOptions(resolver, stats))
+    ) -> Result[ScopeManager, RecoveryFailure]:
+        """Fold the trace into a manager and re-adopt sandboxes (``recover_scopes``)."""
+        return recover_scopes(
+            runtime_context_for(self.store), RecoverOptions(resolver, stats)
+        )
 
     def close(self) -> None:
         """Close the bus and release the store's connections (idempotent)."""
@@ -122,7 +194,7 @@ def open_runtime(
         publisher = _TappedBus(effect_bus or _NullBus(), tap)
     if publisher is not None:
         store.with_bus(publisher)
-    return Runtime(store, effect_bus, TraceEventStore(store))
+    return Runtime(store, effect_bus)
 
 
 class _NullBus:

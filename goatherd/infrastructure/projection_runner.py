@@ -43,16 +43,14 @@ from sqlalchemy import (
 
 from goatherd.domain.log import LogEntry
 from goatherd.infrastructure.bus import EffectBus, SubscriptionClosedError
-from goatherd.infrastructure.projection_views import SqlUiIndexView, row_view_factory
+from goatherd.infrastructure.projection_views import (
+    SqlUiIndexView,
+    runtime_state_view_factory,
+)
 from goatherd.infrastructure.store.engine import WRITE_OPTION
 from goatherd.projections import (
-    CheckpointRow,
-    CheckpointsProjection,
-    OutputRow,
     Projection,
-    RetainedOutputsProjection,
-    ScopeNode,
-    ScopeTreeProjection,
+    RuntimeStateProjection,
     UiIndexProjection,
 )
 
@@ -426,11 +424,7 @@ class ProjectionRunner:
 def builtin_projections() -> tuple[AnyProjection, ...]:
     """Return the built-in read models wired to their SQL views."""
     return (
-        ScopeTreeProjection(row_view_factory("goatherd_scope_tree", ScopeNode)),
-        CheckpointsProjection(row_view_factory("goatherd_checkpoints", CheckpointRow)),
-        RetainedOutputsProjection(
-            row_view_factory("goatherd_retained_outputs", OutputRow)
-        ),
+        RuntimeStateProjection(runtime_state_view_factory("goatherd_")),
         UiIndexProjection(SqlUiIndexView.bind),
     )
 

@@ -24,7 +24,7 @@ import dataclasses
 import json
 import zlib
 from collections.abc import Callable
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -39,14 +39,21 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from goatherd.domain import (
+    CheckpointAggregate,
+    RetainedOutputAggregate,
+    ScopeAggregate,
+)
 from goatherd.infrastructure.store.driver import Driver
-from goatherd.projections import UiEntry
+from goatherd.projections import UiEntry, decode_aggregate, encode_aggregate
 
 __all__ = [
     "SqlRowView",
+    "SqlRuntimeStateView",
     "SqlUiIndexView",
     "record_key",
     "row_view_factory",
+    "runtime_state_view_factory",
     "ui_index_table",
 ]
 
@@ -89,12 +96,26 @@ def _upsert(conn: Connection, table: Table, values: dict[str, object]) -> None:
 
 
 class SqlRowView(Generic[RowT]):
-    """A keyed table of dataclass rows (``RowView``), in first-insertion order."""
+    """A keyed table of dataclass rows (``RowView``), in first-insertion order.
 
-    def __init__(self, conn: Connection, table_name: str, row_type: type[RowT]) -> None:
+    Rows are stored as JSON: by default a dataclass's fields (lists read back
+    as tuples); ``encode``/``decode`` replace that for richer rows.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        table_name: str,
+        row_type: type[RowT],
+        *,
+        encode: Callable[[RowT], object] | None = None,
+        decode: Callable[[object], RowT] | None = None,
+    ) -> None:
         self._conn = conn
         self._table = _row_table(table_name)
         self._row_type = row_type
+        self._encode = encode
+        self._decode = decode
 
     @property
     def connection(self) -> Connection:
@@ -110,16 +131,26 @@ class SqlRowView(Generic[RowT]):
         text = self._conn.execute(
             select(self._table.c.row_json).where(self._table.c.key == key)
         ).scalar_one_or_none()
-        return None if text is None else _decode_row(self._row_type, text)
+        return None if text is None else self._read(text)
 
     def put(self, key: str, row: RowT) -> None:
-        _upsert(self._conn, self._table, {"key": key, "row_json": _encode_row(row)})
+        _upsert(self._conn, self._table, {"key": key, "row_json": self._write(row)})
 
     def rows(self) -> tuple[RowT, ...]:
         result = self._conn.execute(
             select(self._table.c.row_json).order_by(self._table.c.seq)
         )
-        return tuple(_decode_row(self._row_type, text) for (text,) in result)
+        return tuple(self._read(text) for (text,) in result)
+
+    def _read(self, text: str) -> RowT:
+        if self._decode is None:
+            return _decode_row(self._row_type, text)
+        return self._decode(json.loads(text))
+
+    def _write(self, row: RowT) -> str:
+        if self._encode is None:
+            return _encode_row(row)
+        return json.dumps(self._encode(row), sort_keys=True, separators=(",", ":"))
 
 
 def row_view_factory(
@@ -130,6 +161,84 @@ def row_view_factory(
     def bind(transaction: object) -> SqlRowView[RowT]:
         assert isinstance(transaction, Connection)
         return SqlRowView(transaction, table_name, row_type)
+
+    return bind
+
+
+class SqlRuntimeStateView:
+    """The runtime state read model in three tables (``RuntimeStateView``)."""
+
+    def __init__(self, conn: Connection, prefix: str) -> None:
+        self._scopes = _aggregate_view(conn, f"{prefix}scopes", ScopeAggregate)
+        self._checkpoints = _aggregate_view(
+            conn, f"{prefix}checkpoints", CheckpointAggregate
+        )
+        self._outputs = _aggregate_view(
+            conn, f"{prefix}outputs", RetainedOutputAggregate
+        )
+
+    @property
+    def connection(self) -> Connection:
+        return self._scopes.connection
+
+    def create(self) -> None:
+        for view in self._views():
+            view.create()
+
+    def drop(self) -> None:
+        for view in self._views():
+            view.drop()
+
+    def _views(self) -> tuple[SqlRowView[Any], ...]:
+        return (self._scopes, self._checkpoints, self._outputs)
+
+    def scope(self, owner: str) -> ScopeAggregate | None:
+        return self._scopes.get(owner)
+
+    def checkpoint(self, checkpoint_id: str) -> CheckpointAggregate | None:
+        return self._checkpoints.get(checkpoint_id)
+
+    def output(self, output_id: str) -> RetainedOutputAggregate | None:
+        return self._outputs.get(output_id)
+
+    def put_scope(self, scope: ScopeAggregate) -> None:
+        self._scopes.put(scope.owner, scope)
+
+    def put_checkpoint(self, checkpoint: CheckpointAggregate) -> None:
+        self._checkpoints.put(checkpoint.checkpoint_id, checkpoint)
+
+    def put_output(self, output: RetainedOutputAggregate) -> None:
+        self._outputs.put(output.output_id, output)
+
+    def scope_rows(self) -> tuple[ScopeAggregate, ...]:
+        return self._scopes.rows()
+
+    def checkpoint_rows(self) -> tuple[CheckpointAggregate, ...]:
+        return self._checkpoints.rows()
+
+    def output_rows(self) -> tuple[RetainedOutputAggregate, ...]:
+        return self._outputs.rows()
+
+
+AggT = TypeVar("AggT", ScopeAggregate, CheckpointAggregate, RetainedOutputAggregate)
+
+
+def _aggregate_view(conn: Connection, table: str, cls: type[AggT]) -> SqlRowView[AggT]:
+    def decode(data: object) -> AggT:
+        assert isinstance(data, dict)
+        return decode_aggregate(cls, data)
+
+    return SqlRowView(conn, table, cls, encode=encode_aggregate, decode=decode)
+
+
+def runtime_state_view_factory(
+    prefix: str = "goatherd_",
+) -> Callable[[object], SqlRuntimeStateView]:
+    """Return a ``view_factory`` binding the runtime state's tables to a connection."""
+
+    def bind(transaction: object) -> SqlRuntimeStateView:
+        assert isinstance(transaction, Connection)
+        return SqlRuntimeStateView(transaction, prefix)
 
     return bind
 

@@ -8,30 +8,27 @@ them all (add one import line per new module).
 """
 
 from goatherd.projections import (
-    checkpoints,
     errors,
     execution,
     framework,
     from_store,
     history,
     relations,
+    runtime_state,
     schema_library,
-    scope_tree,
     ui_index,
 )
-from goatherd.projections.checkpoints import *
 from goatherd.projections.errors import *
 from goatherd.projections.execution import *
 from goatherd.projections.framework import *
 from goatherd.projections.from_store import *
 from goatherd.projections.history import *
 from goatherd.projections.relations import *
+from goatherd.projections.runtime_state import *
 from goatherd.projections.schema_library import *
-from goatherd.projections.scope_tree import *
 from goatherd.projections.ui_index import *
 
 __all__ = []
-__all__ += checkpoints.__all__
 __all__ += errors.__all__
 __all__ += execution.__all__
 __all__ += framework.__all__
@@ -39,5 +36,5 @@ __all__ += from_store.__all__
 __all__ += history.__all__
 __all__ += relations.__all__
 __all__ += schema_library.__all__
-__all__ += scope_tree.__all__
+__all__ += runtime_state.__all__
 __all__ += ui_index.__all__

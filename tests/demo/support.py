@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from goatherd.domain import SCHEMA_RUN_OUTPUT_SETTLED
+from goatherd.domain import OutputSettled
 from goatherd.infrastructure.demo.project import (
     FIXED_MEDIAN,
     PROJECT_MODULE,
@@ -61,7 +61,7 @@ def settlements(trace: Path) -> list[str]:
     """The action of every settlement record (each record counted once)."""
     seen: dict[str, str] = {}
     for _, _, schema, payload in log_of(trace):
-        if schema == SCHEMA_RUN_OUTPUT_SETTLED:
+        if schema == OutputSettled.SCHEMA:
             seen[str(payload["output_id"])] = str(payload["action"])
     return sorted(seen.values())
 

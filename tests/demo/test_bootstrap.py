@@ -42,7 +42,12 @@ class TestOpenRuntime:
             manager.fork(root.id, "agent:main:child").unwrap()
             # Synchronous: every committed entry was handed over before fork returned.
             assert len(tapped) == rt.store.max_position() + 1
-            assert tapped[0].schema_ref == "goatherd.scope.forked.v1"
+            schemas = [event.schema_ref for event in tapped]
+            assert schemas == [
+                "goatherd.scope.created.v1",  # the root is a record now
+                "goatherd.scope.forked.v1",  # the fork, on the parent's path
+                "goatherd.scope.forked.v1",  # ... and on the child's
+            ]
 
     def test_recover_rebuilds_the_tree_from_the_trace_after_reopening(self, tmp_path):
         path = tmp_path / "t.sqlite"

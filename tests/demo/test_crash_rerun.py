@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from goatherd.domain import (
-    SCHEMA_CHECKPOINT_CLAIMED,
-    SCHEMA_RUN_OUTPUT_CLAIMED,
-    SCHEMA_RUN_OUTPUT_SETTLED,
+    CheckpointClaimed,
+    OutputClaimed,
+    OutputSettled,
 )
-from goatherd.infrastructure.demo.state import COMPLETED_SCHEMA
+from goatherd.infrastructure.demo.state import COMPLETED_SCHEMA, ROUND_SCHEMA
 from goatherd.infrastructure.store import open_trace_store_read_only
 from tests.demo.support import (
     assert_final_state,
@@ -45,21 +45,21 @@ def _after(entries: list[Entry], schema: str, owner: str = "") -> int:
 WINNER = "demo:main:attempt-2"
 LOSER = "demo:main:attempt-1"
 LANDMARKS: dict[str, Landmark] = {
-    "early, after the round is planned": lambda log: 1,
+    "early, after the round is planned": lambda log: _after(log, ROUND_SCHEMA),
     "mid-attempt, after the careful agent's failing test run": lambda log: _after(
         log, "demo.tool.run_tests.v1", WINNER
     ),
     "inside the restore, after its claim": lambda log: _after(
-        log, SCHEMA_CHECKPOINT_CLAIMED
+        log, CheckpointClaimed.SCHEMA
     ),
     "inside the winner's settle window, after its claim": lambda log: _after(
-        log, SCHEMA_RUN_OUTPUT_CLAIMED
+        log, OutputClaimed.SCHEMA
     ),
     "after the winner settled, before its decision": lambda log: _after(
-        log, SCHEMA_RUN_OUTPUT_SETTLED, WINNER
+        log, OutputSettled.SCHEMA, WINNER
     ),
     "while the losers are discarded": lambda log: _after(
-        log, SCHEMA_RUN_OUTPUT_SETTLED, LOSER
+        log, OutputSettled.SCHEMA, LOSER
     ),
 }
 
@@ -114,18 +114,21 @@ def test_the_winners_claimed_settlement_is_finished_under_its_own_intent(
     n = LANDMARKS["inside the winner's settle window, after its claim"](reference_log)
     directory = tmp_path / "demo"
     crash(directory, n)
-    claimed = [
-        (payload["output_id"], payload["settle_intent"])
-        for _, _, schema, payload in log_of(directory / "trace.sqlite")
-        if schema == SCHEMA_RUN_OUTPUT_CLAIMED
-    ]
+    # One claim record, placed on the output's path and on the parent's.
+    claimed = sorted(
+        {
+            (payload["output_id"], payload["settle_intent"])
+            for _, _, schema, payload in log_of(directory / "trace.sqlite")
+            if schema == OutputClaimed.SCHEMA
+        }
+    )
     assert len(claimed) == 1
     out = rerun(directory)
     assert f"under its intent {claimed[0][1]}" in out
     settled = [
         (payload["output_id"], payload["action"], intent)
         for _, intent, schema, payload in _log_with_intents(directory / "trace.sqlite")
-        if schema == SCHEMA_RUN_OUTPUT_SETTLED and payload["action"] == "selected"
+        if schema == OutputSettled.SCHEMA and payload["action"] == "selected"
     ]
     assert {(s[0], s[2]) for s in settled} == {claimed[0]}
     # The whole session stayed in one round: nothing had to run again.

@@ -10,9 +10,9 @@ import pytest
 
 from goatherd.cli import main
 from goatherd.domain import (
-    SCHEMA_CHECKPOINT_CREATED,
-    SCHEMA_CHECKPOINT_RESTORED,
-    SCHEMA_SUPERVISOR_DECISION,
+    CheckpointCreated,
+    CheckpointRestored,
+    SupervisorDecided,
 )
 from goatherd.infrastructure.demo import (
     DemoError,
@@ -92,7 +92,7 @@ class TestAFreshRun:
         decisions = [
             (payload["child_scope"], payload["approved"], payload["action"])
             for _, owner, schema, payload in log_of(directory / "trace.sqlite")
-            if schema == SCHEMA_SUPERVISOR_DECISION and owner == "demo:main"
+            if schema == SupervisorDecided.SCHEMA and owner == "demo:main"
         ]
         assert decisions == [
             ("scope:demo:main:attempt-0", False, "discarded"),
@@ -119,8 +119,8 @@ class TestAFreshRun:
     ):
         directory, _, _ = finished
         trace = directory / "trace.sqlite"
-        assert count_schema(trace, SCHEMA_CHECKPOINT_CREATED) == 1
-        assert count_schema(trace, SCHEMA_CHECKPOINT_RESTORED) == 1
+        assert count_schema(trace, CheckpointCreated.SCHEMA) == 1
+        assert count_schema(trace, CheckpointRestored.SCHEMA) == 1
         restored = [
             payload
             for _, _, schema, payload in log_of(trace)

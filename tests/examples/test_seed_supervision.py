@@ -53,7 +53,7 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def manager(store: g.SQLiteTraceStore, repo: Path) -> g.ScopeManager:
-    mgr = g.ScopeManager(g.TraceEventStore(store))
+    mgr = g.scope_manager_for(store)
     root = g.new_local_git_sandbox(repo)
     root.create(g.SandboxSpec())
     mgr.create(ROOT, root).unwrap()

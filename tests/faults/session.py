@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from goatherd.application import SandboxSpec, ScopeManager, best_of_n
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.application import SandboxSpec, best_of_n
+from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.sandbox import (
     GitSandbox,
     new_local_git_sandbox,
@@ -69,7 +69,7 @@ def attempt(index: int):
 
 def run(db: Path, repo: Path, worktrees: Path, journal: Journal) -> int:
     with SQLiteTraceStore(db) as store:
-        manager = ScopeManager(TraceEventStore(store), faults=journal)
+        manager = scope_manager_for(store, faults=journal)
         root_sandbox = new_local_git_sandbox(repo)
         root_sandbox.create(SandboxSpec())
         parent = manager.create(ROOT_OWNER, root_sandbox).unwrap()

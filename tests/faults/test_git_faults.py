@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from returns.result import Failure
 
-from goatherd.application import GitError, SandboxError, SandboxSpec, ScopeManager
+from goatherd.application import GitError, SandboxError, SandboxSpec
 from goatherd.domain import CheckpointNotRestorableError, OutputState
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import (
     GitSandbox,
@@ -39,7 +39,7 @@ class World:
     def __init__(self, base: Path, store: SQLiteTraceStore) -> None:
         self.store = store
         self.repo = fx.make_repo(base / "repo", {"base.txt": b"base\n"})
-        self.manager = ScopeManager(TraceEventStore(store))
+        self.manager = scope_manager_for(store)
         root = new_local_git_sandbox(self.repo)
         root.create(SandboxSpec())
         self.root = self.manager.create("agent:main", root).unwrap()

@@ -43,7 +43,7 @@ from goatherd.application import (
     recover_scopes,
 )
 from goatherd.domain import OutputState, ScopeState
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import runtime_context_for
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 from goatherd.infrastructure.store import SQLiteTraceStore
@@ -56,7 +56,7 @@ ROOT = f"scope:{session.ROOT_OWNER}"
 SETTLED = "goatherd.run_output.settled.v1"
 WINNING = {OutputState.SELECTED, OutputState.APPLIED}
 SEED = int(os.environ.get("GOATHERD_FAULT_SEED", "20261129"))
-SESSION_BOUNDARIES = 45  # counted by test_an_unkilled_session_...
+SESSION_BOUNDARIES = 56  # counted by test_an_unkilled_session_...
 
 
 class Case:
@@ -102,7 +102,7 @@ class Case:
 
 def recover(case: Case, store: SQLiteTraceStore) -> ScopeManager:
     options = RecoverOptions(resolver=case.resolver)  # type: ignore[arg-type]
-    return recover_scopes(TraceEventStore(store), options).unwrap()
+    return recover_scopes(runtime_context_for(store), options).unwrap()
 
 
 def attempts_of(manager: ScopeManager) -> list[Scope]:
@@ -204,7 +204,7 @@ def kill_points() -> list[int]:
     rng = random.Random(SEED)
     sample = set(rng.sample(range(1, SESSION_BOUNDARIES + 1), 5))
     # Always: after the winner's claim, after its landed effect, before its record.
-    return sorted(sample | {26, 27, 28})
+    return sorted(sample | {31, 32, 33})
 
 
 def test_an_unkilled_session_settles_one_winner_through_every_boundary(
@@ -215,9 +215,9 @@ def test_an_unkilled_session_settles_one_winner_through_every_boundary(
     _, err = process.communicate(timeout=120)
     assert process.returncode == 0, err.decode()
     assert len(case.boundaries()) == SESSION_BOUNDARIES
-    assert case.boundaries()[26] == (
+    assert case.boundaries()[31] == (
         "after-effect",
-        case.boundaries()[27][1],
+        case.boundaries()[32][1],
     )
     with SQLiteTraceStore(case.db) as store:
         check_finished(case, store, recover(case, store))

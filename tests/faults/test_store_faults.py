@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from goatherd.application import SandboxSpec, ScopeManager
+from goatherd.application import SandboxSpec
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
@@ -37,7 +37,7 @@ from goatherd.domain import (
     RecordDraft,
     StoreUnavailableError,
 )
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import (
@@ -128,20 +128,21 @@ def test_a_locked_out_runtime_command_raises_and_its_same_seq_retry_forks_once(
     tmp_path: Path, short_busy_timeout: int, locked: sqlite3.Connection
 ) -> None:
     with SQLiteTraceStore(tmp_path / "trace.sqlite") as store:
-        manager = ScopeManager(TraceEventStore(store))
+        manager = scope_manager_for(store)
         sandbox = MemorySandbox(MemorySandboxConfig(files={"a.txt": b"1\n"}))
         sandbox.create(SandboxSpec())
         parent = manager.create("agent:main", sandbox).unwrap()
+        created = store.fact_count()  # the root's record (and its witness)
         locked.execute("BEGIN EXCLUSIVE")
         with pytest.raises(LOCKED, match="database is locked"):
             manager.fork(parent.id, "agent:main:child", seq=7)
         locked.execute("ROLLBACK")
-        assert store.fact_count() == 0
+        assert store.fact_count() == created
         child = manager.fork(parent.id, "agent:main:child", seq=7).unwrap()
         size = store.fact_count(), store.max_position()
         # The same seq again: the stored outcome, no second fork record.
-        again = ScopeManager(TraceEventStore(store))
-        again.create("agent:main", sandbox).unwrap()
+        again = scope_manager_for(store)
+        again.attach_sandbox(parent.id, sandbox)
         assert again.fork(parent.id, "agent:main:child", seq=7).unwrap() == child
         assert (store.fact_count(), store.max_position()) == size
         assert verify_trace(store).ok

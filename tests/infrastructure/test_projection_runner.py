@@ -77,14 +77,15 @@ def _counts(runner):
 
 def test_catch_up_folds_the_log_and_tracks_the_position(store) -> None:
     _fork(store, "f1", "root", "root:a")
-    _append(store, "m1", "root", "goatherd.scope.merged.v1", {"child_owner": "root:a"})
+    merged = {"child_owner": "root:a", "child_scope": "scope:root:a"}
+    _append(store, "m1", "root", "goatherd.scope.merged.v1", merged)
     runner = ProjectionRunner(store, [*builtin_projections(), CountBySchema()])
     assert runner.catch_up() > 0
-    with runner.read("goatherd.scope_tree") as view:
-        states = {n.owner: n.state for n in view.rows()}
+    with runner.read("goatherd.runtime_state") as view:
+        states = {n.owner: n.state for n in view.scope_rows()}
     assert states == {"root": "active", "root:a": "merged"}
     assert {s.name: (s.position, s.lag) for s in runner.status()}[
-        "goatherd.scope_tree"
+        "goatherd.runtime_state"
     ] == (1, 0)
     assert runner.catch_up() == 0
 
@@ -184,14 +185,12 @@ def test_unknown_and_duplicate_projection_names_are_refused(store) -> None:
 def test_the_cli_helpers_list_and_rebuild_the_builtins(store) -> None:
     _fork(store, "f1", "root", "root:a")
     assert [s.name for s in list_projections(store)] == [
-        "goatherd.scope_tree",
-        "goatherd.checkpoints",
-        "goatherd.retained_outputs",
+        "goatherd.runtime_state",
         "goatherd.traceui_index",
     ]
-    assert rebuild_projection(store, "goatherd.scope_tree") == 1
+    assert rebuild_projection(store, "goatherd.runtime_state") == 1
     assert {s.name: s.position for s in list_projections(store)}[
-        "goatherd.scope_tree"
+        "goatherd.runtime_state"
     ] == 0
 
 

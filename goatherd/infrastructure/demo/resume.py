@@ -26,8 +26,6 @@ from typing import Final, TypeVar
 from returns.result import Failure, Result
 
 from goatherd.application import (
-    RUN_COMPLETED_KIND_LABEL,
-    RUN_COMPLETED_SCHEMA_REF,
     RunOutcome,
     RunStatus,
     ScopeManager,
@@ -189,11 +187,8 @@ class _Finisher:
             reason=reason,
         )
         _ok(
-            self.manager.append_fact(
-                attempt.scope_id,
-                RUN_COMPLETED_SCHEMA_REF,
-                RUN_COMPLETED_KIND_LABEL,
-                run_record_payload(outcome),
+            self.manager.record_run_completed(
+                attempt.scope_id, run_record_payload(outcome)
             )
         )
 

@@ -12,18 +12,19 @@ from collections.abc import Callable
 from typing import Final
 
 from goatherd.application import (
-    INTERVENTION_SCHEMA_REF,
     MERGE_PROPOSED_KIND_LABEL,
     MERGE_PROPOSED_SCHEMA_REF,
     Supervisor,
 )
-from goatherd.application.settle import ScopeManager
+from goatherd.application.manager import ScopeManager
 from goatherd.domain import (
     DECLARATION,
     Intervention,
     InterventionType,
     SupervisedEvent,
     SupervisionRule,
+    SupervisorIntervened,
+    decode_fact,
     destructive_tool_guard,
     scope_id_for_owner,
 )
@@ -47,16 +48,14 @@ def blocked_calls(store: SqlAlchemyTraceStore, owner: str) -> list[str]:
     """
     reasons: list[str] = []
     for entry in store.read_path(owner):
-        record = entry.record
-        if record.envelope.schema_ref != INTERVENTION_SCHEMA_REF:
-            continue
-        payload = record.payload
+        event = decode_fact(entry.record).event
         if (
-            payload.get("source") == "gate"
-            and payload.get("type") == "deny"
-            and payload.get("trigger_schema_ref") != MERGE_PROPOSED_SCHEMA_REF
+            isinstance(event, SupervisorIntervened)
+            and event.source == "gate"
+            and event.type == "deny"
+            and event.trigger_schema_ref != MERGE_PROPOSED_SCHEMA_REF
         ):
-            reasons.append(str(payload.get("payload") or ""))
+            reasons.append(str(event.intervention_payload or ""))
     return reasons
 
 

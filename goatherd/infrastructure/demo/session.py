@@ -144,7 +144,7 @@ class _Session:
         self._say = say
 
     def _read(self) -> SessionState:
-        return read_session(self._runtime.events)
+        return read_session(self._runtime.store, self._runtime.model)
 
     def run(self) -> DemoRun:
         state = self._read()

@@ -13,23 +13,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from goatherd.application import RUN_COMPLETED_SCHEMA_REF
+from goatherd.application import RuntimeModel
 from goatherd.domain import (
-    SCHEMA_CHECKPOINT_RESTORED,
-    SCHEMA_MERGE_PROPOSED,
-    SCHEMA_RUN_OUTPUT_SEALED,
-    SCHEMA_SCOPE_FORKED,
-    SCHEMA_SUPERVISOR_DECISION,
+    CheckpointRestored,
+    MergeProposed,
+    OpaqueRecord,
+    OutputSealed,
     OutputState,
-    RetainedOutputAggregate,
-    ScopeAggregate,
+    Record,
+    RunCompleted,
+    RuntimeEvent,
+    ScopeForked,
     ScopeState,
     SettlementAction,
+    SupervisorDecided,
+    decode_fact,
 )
 from goatherd.infrastructure.demo.agent_runner import TOOL_SCHEMAS
 from goatherd.infrastructure.demo.agents import StepKind
 from goatherd.infrastructure.demo.rules import blocked_calls
-from goatherd.infrastructure.eventstore import TraceEventStore
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
 __all__ = [
@@ -152,27 +154,31 @@ class SessionState:
         return next((r for r in self.rounds if r.number == number), None)
 
 
-def read_session(events: TraceEventStore) -> SessionState:
-    """Fold the demo session from the trace behind ``events``."""
-    store = events.trace
+def read_session(store: SqlAlchemyTraceStore, model: RuntimeModel) -> SessionState:
+    """Fold the demo session from ``store``'s trace (``model`` is its runtime fold)."""
     rounds: list[RoundPlan] = []
     completed: Mapping[str, object] | None = None
     decisions: dict[str, str] = {}
     for entry in store.read_path(ROOT_OWNER):
-        record = entry.record
-        schema = record.envelope.schema_ref
-        payload = record.payload
-        if schema == ROUND_SCHEMA:
-            rounds.append(_round_plan(payload))
-        elif schema == COMPLETED_SCHEMA:
-            completed = payload
-        elif schema == SCHEMA_SUPERVISOR_DECISION:
-            decisions[str(payload.get("child_scope"))] = str(payload.get("action"))
-    root = events.load(ScopeAggregate, ROOT_OWNER)
+        event = _event(entry.record)
+        if isinstance(event, SupervisorDecided):
+            decisions[event.child_scope] = event.action or ""
+        elif isinstance(event, OpaqueRecord) and event.record_schema == ROUND_SCHEMA:
+            rounds.append(_round_plan(event.record_payload))
+        elif (
+            isinstance(event, OpaqueRecord) and event.record_schema == COMPLETED_SCHEMA
+        ):
+            completed = event.record_payload
+    model.refresh()
+    root = model.scope(ROOT_OWNER)
     attempts = tuple(
-        _attempt(events, owner, rounds, decisions) for owner in root.children
+        _attempt(store, model, owner, rounds, decisions) for owner in root.children
     )
     return SessionState(tuple(rounds), attempts, completed)
+
+
+def _event(record: Record) -> RuntimeEvent:
+    return decode_fact(record).event
 
 
 def _round_plan(payload: Mapping[str, object]) -> RoundPlan:
@@ -192,7 +198,8 @@ def _place(owner: str, rounds: Sequence[RoundPlan]) -> tuple[int, str]:
 
 
 def _attempt(
-    events: TraceEventStore,
+    store: SqlAlchemyTraceStore,
+    model: RuntimeModel,
     owner: str,
     rounds: Sequence[RoundPlan],
     decisions: Mapping[str, str],
@@ -200,13 +207,13 @@ def _attempt(
     number, agent = _place(owner, rounds)
     scope_id = f"scope:{owner}"
     found = _PathFacts()
-    for entry in events.trace.read_path(owner):
-        found.see(entry.record.envelope.schema_ref, entry.record)
-    outputs = tuple(_output(events, oid) for oid in found.output_ids)
+    for entry in store.read_path(owner):
+        found.see(entry.record)
+    outputs = tuple(_output(model, oid) for oid in found.output_ids)
     return AttemptView(
         scope_id=scope_id,
         owner=owner,
-        state=events.load(ScopeAggregate, owner).state,
+        state=model.scope(owner).state,
         round=number,
         agent=agent,
         sandbox_path=found.sandbox_path,
@@ -214,7 +221,7 @@ def _attempt(
         outputs=outputs,
         tests_passed=found.tests_passed,
         test_summary=found.test_summary,
-        denials=tuple(blocked_calls(events.trace, owner)),
+        denials=tuple(blocked_calls(store, owner)),
         blocked=tuple(found.blocked),
         restores=found.restores,
         proposal=found.proposal,
@@ -222,8 +229,8 @@ def _attempt(
     )
 
 
-def _output(events: TraceEventStore, output_id: str) -> OutputView:
-    agg = events.load(RetainedOutputAggregate, output_id)
+def _output(model: RuntimeModel, output_id: str) -> OutputView:
+    agg = model.output(output_id)
     return OutputView(output_id, agg.state, agg.action, agg.claimed_by)
 
 
@@ -240,23 +247,27 @@ class _PathFacts:
         self.proposal: tuple[str, Mapping[str, object]] | None = None
         self.blocked: list[str] = []
 
-    def see(self, schema: str, record: object) -> None:
-        payload: Mapping[str, object] = getattr(record, "payload", {})
-        record_id = str(getattr(record, "record_id", ""))
-        if schema == RUN_COMPLETED_SCHEMA_REF:
-            self.run = payload
-        elif schema == SCHEMA_RUN_OUTPUT_SEALED:
-            self.output_ids.append(str(payload.get("output_id")))
-        elif schema == TOOL_SCHEMAS[StepKind.RUN_TESTS]:
+    def see(self, record: Record) -> None:
+        fact = decode_fact(record)
+        event = fact.event
+        if isinstance(event, RunCompleted):
+            self.run = event.payload()
+        elif isinstance(event, OutputSealed):
+            self.output_ids.append(event.output_id)
+        elif isinstance(event, CheckpointRestored):
+            self.restores += 1
+        elif isinstance(event, MergeProposed):
+            self.proposal = (fact.record_id, event.payload())
+        elif isinstance(event, ScopeForked):
+            self.sandbox_path = event.sandbox_path or ""
+        elif isinstance(event, OpaqueRecord):
+            self._tool(event.record_schema, event.record_payload)
+
+    def _tool(self, schema: str, payload: Mapping[str, object]) -> None:
+        if schema == TOOL_SCHEMAS[StepKind.RUN_TESTS]:
             self._tests(payload)
         elif schema == TOOL_SCHEMAS[StepKind.BASH]:
             self._bash(payload)
-        elif schema == SCHEMA_CHECKPOINT_RESTORED:
-            self.restores += 1
-        elif schema == SCHEMA_MERGE_PROPOSED:
-            self.proposal = (record_id, payload)
-        elif schema == SCHEMA_SCOPE_FORKED:
-            self.sandbox_path = str(payload.get("sandbox_path") or "")
 
     def _bash(self, payload: Mapping[str, object]) -> None:
         args, result = payload.get("args"), payload.get("result")
@@ -277,5 +288,5 @@ def tests_verdict(store: SqlAlchemyTraceStore, owner: str) -> bool | None:
     schema = TOOL_SCHEMAS[StepKind.RUN_TESTS]
     for entry in store.read_path(owner):
         if entry.record.envelope.schema_ref == schema:
-            found.see(schema, entry.record)
+            found.see(entry.record)
     return found.tests_passed

@@ -113,6 +113,9 @@ _R = TypeVar("_R")
 _ADAPTER_LOCK_SQL = "SELECT pg_advisory_xact_lock(1617391936)"
 
 
+_T = TypeVar("_T")
+
+
 class EffectPublisher(Protocol):
     """What ``with_bus`` needs of a bus: a non-blocking ``publish``."""
 
@@ -164,8 +167,22 @@ class SqlAlchemyTraceStore:
         self._checkpointer: WalCheckpointer | None = None
         self._queue: CommitQueue[Member] = CommitQueue(self._commit_group)
         self._contexts: dict[object, OperationContext] = {}
+        self._shared: dict[str, object] = {}
 
     # ------------------------------------------------------------ lifecycle
+
+    def shared(self, key: str, build: Callable[[], _T]) -> _T:
+        """Return the adapter this store object shares under ``key`` (built once).
+
+        Adapters that must be one per store object in a process (the runtime
+        model, the blob store) live here: they go when the store goes.
+        """
+        with self._lock:
+            found = self._shared.get(key)
+            if found is None:
+                found = build()
+                self._shared[key] = found
+            return found  # type: ignore[return-value]
 
     @property
     def engine(self) -> Engine:
@@ -616,6 +633,33 @@ class SqlAlchemyTraceStore:
             ).scalar_one_or_none()
         return None if text is None else decode_receipt(text)
 
+    def heads(self, owners: Collection[str]) -> dict[str, int]:
+        """Return each owner's stored next ordinal (0 for an unknown owner), at once."""
+        wanted = sorted(set(owners))
+        if not wanted:
+            return {}
+        with self._reading() as reader:
+            rows = reader.conn.execute(
+                select(
+                    owner_ordinals.c.trace_owner_id, owner_ordinals.c.next_ordinal
+                ).where(owner_ordinals.c.trace_owner_id.in_(wanted))
+            ).all()
+        found = {str(owner): int(value) for owner, value in rows}
+        return {owner: found.get(owner, 0) for owner in wanted}
+
+    def intent_committed_at(self, intent_id: str) -> datetime | None:
+        """Return when an intent committed (the ledger's clock; ``None``: not).
+
+        Informational: commit times are outside every record's identity.
+        """
+        with self._reading() as reader:
+            text = reader.conn.execute(
+                select(append_intents.c.committed_at).where(
+                    append_intents.c.append_intent_id == intent_id
+                )
+            ).scalar_one_or_none()
+        return None if text is None else _parse_commit_time(str(text))
+
     def head(self, owner: str) -> int:
         """Return the owner's stored next ordinal (0 for an unknown owner)."""
         with self._reading() as reader:
@@ -906,3 +950,12 @@ _LOG_COLUMNS = (
     path_entries.c.position,
     path_entries.c.append_intent_id,
 )
+
+
+def _parse_commit_time(text: str) -> datetime | None:
+    """Read a ``CURRENT_TIMESTAMP`` text (UTC; SQLite has no zone, PostgreSQL +00)."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

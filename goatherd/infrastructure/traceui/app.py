@@ -22,7 +22,6 @@ events, and the client repairs by re-reading ``/api/records``.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -42,7 +41,11 @@ from goatherd.domain.effects import EffectEvent
 from goatherd.domain.store import TraceStore
 from goatherd.infrastructure.bus import EffectBus, Subscription
 from goatherd.infrastructure.projection_runner import ProjectionRunner
-from goatherd.infrastructure.projection_views import SqlUiIndexView, row_view_factory
+from goatherd.infrastructure.projection_views import (
+    SqlRuntimeStateView,
+    SqlUiIndexView,
+    runtime_state_view_factory,
+)
 from goatherd.infrastructure.traceui.query import (
     QueryError,
     owners_json,
@@ -51,10 +54,10 @@ from goatherd.infrastructure.traceui.query import (
     records_page_json,
 )
 from goatherd.projections import (
-    ScopeNode,
-    ScopeTreeProjection,
+    RuntimeStateProjection,
     UiIndexProjection,
     listed_scopes,
+    scope_json,
 )
 
 __all__ = ["HEARTBEAT_SECONDS", "create_app", "event_json", "memory_index_engine"]
@@ -62,7 +65,7 @@ __all__ = ["HEARTBEAT_SECONDS", "create_app", "event_json", "memory_index_engine
 STATIC_DIR: Final = Path(__file__).parent / "static"
 HEARTBEAT_SECONDS: Final = 15.0
 _UI_INDEX: Final = UiIndexProjection.name
-_SCOPES: Final = ScopeTreeProjection.name
+_SCOPES: Final = RuntimeStateProjection.name
 
 
 def memory_index_engine() -> Engine:
@@ -111,7 +114,7 @@ class _Service:
             store,
             (
                 UiIndexProjection(SqlUiIndexView.bind),
-                ScopeTreeProjection(row_view_factory("traceui_scopes", ScopeNode)),
+                RuntimeStateProjection(runtime_state_view_factory("traceui_")),
             ),
             engine=engine,
         )
@@ -158,8 +161,8 @@ class _Service:
 
     async def scopes(self, request: Request) -> Response:
         def read(view: object) -> str:
-            rows = listed_scopes(view.rows())  # type: ignore[attr-defined]
-            scopes = [{**dataclasses.asdict(n), "scope_id": n.scope_id} for n in rows]
+            assert isinstance(view, SqlRuntimeStateView)
+            scopes = [scope_json(s) for s in listed_scopes(view.scope_rows())]
             return json.dumps({"scopes": scopes}, separators=(",", ":"))
 
         return _json(await run_in_threadpool(self._indexed, _SCOPES, read))

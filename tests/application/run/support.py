@@ -13,7 +13,7 @@ from goatherd.domain import (
     SupervisedEvent,
     SupervisionRule,
 )
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.sandbox.memory import (
     MemoryRepository,
     MemorySandbox,
@@ -29,7 +29,7 @@ DISCARDED_SCHEMA = "goatherd.scope.discarded.v1"
 
 
 def manager(store) -> ScopeManager:
-    return ScopeManager(TraceEventStore(store))
+    return scope_manager_for(store)
 
 
 def live_sandbox(files: Mapping[str, bytes] | None = None) -> MemorySandbox:

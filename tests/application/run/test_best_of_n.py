@@ -19,7 +19,7 @@ from goatherd.domain import (
     ScopeNotFoundError,
     ScopeState,
 )
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import runtime_context_for
 from goatherd.infrastructure.sandbox.memory import MemorySandbox
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.application.run.support import (
@@ -409,7 +409,7 @@ class TestTraceIsRecoverable:
             before = {s.id: s.state for s in mgr.all_scopes()}
         with SQLiteTraceStore(path) as store:
             recovered = recover_scopes(
-                TraceEventStore(store),
+                runtime_context_for(store),
                 RecoverOptions(
                     resolver=lambda scope_id, *_: (
                         main if scope_id == parent.id else None

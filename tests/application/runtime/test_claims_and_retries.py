@@ -12,16 +12,16 @@ from goatherd.application import (
     recover_scopes,
 )
 from goatherd.domain import (
-    SCHEMA_CHECKPOINT_CLAIMED,
-    SCHEMA_RUN_OUTPUT_CLAIMED,
+    CheckpointClaimed,
     CheckpointClaimedError,
     CheckpointState,
+    OutputClaimed,
     OutputClaimedError,
     OutputState,
     SettleEffectLandedError,
     SettlementAction,
 )
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import SQLiteTraceStore
 
@@ -66,7 +66,7 @@ def count(store, owner: str, schema: str) -> int:
 
 def recovered(store, sandboxes):
     mgr = recover_scopes(
-        TraceEventStore(store),
+        runtime_context_for(store),
         RecoverOptions(resolver=lambda sid, *_: sandboxes.get(sid)),
     ).unwrap()
     if mgr.get("scope:root") is None:
@@ -77,7 +77,7 @@ def recovered(store, sandboxes):
 def test_a_settle_that_died_after_its_effect_is_finished_by_its_retry(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
-        mgr = ScopeManager(TraceEventStore(store), faults=dies_at("after-effect"))
+        mgr = scope_manager_for(store, faults=dies_at("after-effect"))
         out, wt = sealed(mgr, main)
         with pytest.raises(Died):
             mgr.settle(out.id, "selected", seq=77)
@@ -92,17 +92,17 @@ def test_a_settle_that_died_after_its_effect_is_finished_by_its_retry(path):
         assert isinstance(other.failure(), OutputClaimedError)
         assert mgr.settle(out.id, "selected", seq=77) == Success(None)
         assert again.action is SettlementAction.SELECT
-        assert count(store, out.id, SCHEMA_RUN_OUTPUT_CLAIMED) == 1
+        assert count(store, out.id, OutputClaimed.SCHEMA) == 1
 
 
 def test_release_ends_an_output_another_settle_claimed(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
-        mgr = ScopeManager(TraceEventStore(store), faults=dies_at("after-effect"))
+        mgr = scope_manager_for(store, faults=dies_at("after-effect"))
         out, _ = sealed(mgr, main)
         with pytest.raises(Died):
             mgr.settle(out.id, "selected", seq=5)
-        mgr._faults = None
+        mgr.context.faults = None
         assert mgr.settle(out.id, "released", seq=6) == Success(None)
         assert out.state is OutputState.RELEASED
         late = mgr.settle(out.id, "selected", seq=5)
@@ -112,7 +112,7 @@ def test_release_ends_an_output_another_settle_claimed(path):
 def test_a_failed_settle_record_after_the_effect_is_effect_landed(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
-        mgr = ScopeManager(TraceEventStore(store))
+        mgr = scope_manager_for(store)
         out, _ = sealed(mgr, main)
         from goatherd.domain import TraceStoreError
 
@@ -124,12 +124,12 @@ def test_a_failed_settle_record_after_the_effect_is_effect_landed(path):
             ):
                 raise TraceStoreError("disk full")
 
-        mgr._faults = refuse
+        mgr.context.faults = refuse
         result = mgr.settle(out.id, "selected", seq=9)
         assert isinstance(result, Failure)
         assert isinstance(result.failure(), SettleEffectLandedError)
         assert out.state is OutputState.UNCONSUMED
-        mgr._faults = None
+        mgr.context.faults = None
         assert mgr.settle(out.id, "selected", seq=9) == Success(None)
         assert main.read_file("b.txt") == b"child\n"
 
@@ -137,7 +137,7 @@ def test_a_failed_settle_record_after_the_effect_is_effect_landed(path):
 def test_a_restore_retried_after_it_committed_returns_its_snapshot(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
-        mgr = ScopeManager(TraceEventStore(store))
+        mgr = scope_manager_for(store)
         root = mgr.create("root", main).unwrap()
         cp = mgr.create_checkpoint(root.id, b"history").unwrap()
         main.write_file("a.txt", b"broken\n")
@@ -146,7 +146,7 @@ def test_a_restore_retried_after_it_committed_returns_its_snapshot(path):
             if boundary == "after-commit" and intent.endswith(f"restore:{cp.seq}"):
                 raise Died(intent)
 
-        mgr._faults = die_after_restore
+        mgr.context.faults = die_after_restore
         with pytest.raises(Died):
             mgr.restore_checkpoint(cp.id, seq=31)
     with SQLiteTraceStore(path) as store:
@@ -163,24 +163,24 @@ def test_a_restore_retried_after_it_committed_returns_its_snapshot(path):
 def test_a_claimed_checkpoint_refuses_another_restore_attempt(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
-        mgr = ScopeManager(TraceEventStore(store))
+        mgr = scope_manager_for(store)
         root = mgr.create("root", main).unwrap()
         cp = mgr.create_checkpoint(root.id, b"s").unwrap()
-        mgr._faults = dies_at("after-effect")
+        mgr.context.faults = dies_at("after-effect")
         with pytest.raises(Died):
             mgr.restore_checkpoint(cp.id, seq=1)
-        mgr._faults = None
+        mgr.context.faults = None
         other = mgr.restore_checkpoint(cp.id, seq=2)
         assert isinstance(other, Failure)
         assert isinstance(other.failure(), CheckpointClaimedError)
         assert mgr.restore_checkpoint(cp.id, seq=1) == Success(b"s")
-        assert count(store, cp.id, SCHEMA_CHECKPOINT_CLAIMED) == 1
+        assert count(store, cp.id, CheckpointClaimed.SCHEMA) == 1
 
 
 def test_a_checkpoint_whose_record_never_landed_is_not_recovered(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
-        mgr = ScopeManager(TraceEventStore(store), faults=dies_at("after-blob"))
+        mgr = scope_manager_for(store, faults=dies_at("after-blob"))
         root = mgr.create("root", main).unwrap()
         mgr.fork(root.id, "c").unwrap()
         with pytest.raises(Died):
@@ -200,7 +200,7 @@ def test_a_child_ended_by_another_manager_refuses_a_stale_settle_before_any_effe
 
     main = main_sandbox()
     with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
-        mine = ScopeManager(TraceEventStore(one))
+        mine = scope_manager_for(one)
         out, wt = sealed(mine, main)  # mine now caches the child as active
         other = recovered(two, {"scope:root": main, "scope:try": wt})
         assert other.discard("scope:try") == Success(None)
@@ -210,4 +210,4 @@ def test_a_child_ended_by_another_manager_refuses_a_stale_settle_before_any_effe
         assert isinstance(result.failure(), ScopeStateError)
         assert "b.txt" not in main.list_files()
         assert one.fact_count() == before
-        assert count(one, out.id, SCHEMA_RUN_OUTPUT_CLAIMED) == 0
+        assert count(one, out.id, OutputClaimed.SCHEMA) == 0

@@ -31,7 +31,7 @@ from goatherd.domain import (
     SnapshotTooLargeError,
     UnknownSettlementActionError,
 )
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import SQLiteTraceStore
 
@@ -52,7 +52,7 @@ def sandbox(files=None, repository=None) -> MemorySandbox:
 
 
 def manager(store) -> ScopeManager:
-    return ScopeManager(TraceEventStore(store))
+    return scope_manager_for(store)
 
 
 def failure_of(result):
@@ -89,7 +89,10 @@ class TestForkAndBranch:
         mgr.fork(parent.id, "c", seq=41).unwrap()
         before = trace_size(store)
         fresh = manager(store)
-        fresh.create("p", parent.sandbox).unwrap()
+        # The root is in the trace: another manager sees it, and only needs
+        # this process's sandbox object to be attached.
+        assert fresh.get("scope:p") is not None
+        fresh.attach_sandbox("scope:p", parent.sandbox)  # type: ignore[arg-type]
         again = fresh.fork(parent.id, "c", seq=41).unwrap()
         assert again.fork_point == mgr.get("scope:c").fork_point  # type: ignore[union-attr]
         assert trace_size(store) == before
@@ -143,7 +146,8 @@ class TestRecovery:
                 return root_sb if scope_id == "scope:agent:main" else None
 
             mgr = recover_scopes(
-                TraceEventStore(store), RecoverOptions(resolver=resolver, stats=stats)
+                runtime_context_for(store),
+                RecoverOptions(resolver=resolver, stats=stats),
             ).unwrap()
             states = {s.id: s.state for s in mgr.all_scopes()}
             assert states == {
@@ -171,7 +175,7 @@ class TestRecovery:
             sb.commit()
         with SQLiteTraceStore(path) as store:
             mgr = recover_scopes(
-                TraceEventStore(store), RecoverOptions(resolver=lambda *_: sb)
+                runtime_context_for(store), RecoverOptions(resolver=lambda *_: sb)
             ).unwrap()
             assert mgr.checkpoint(cp.id).state is CheckpointState.INVALID  # type: ignore[union-attr]
             assert mgr.latest_checkpoint(scope.id) is None

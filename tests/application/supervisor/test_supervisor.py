@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from goatherd.application.settle import ScopeManager
+from goatherd.application.manager import ScopeManager
 from goatherd.application.supervisor import (
     INTERVENTION_SCHEMA_REF,
     InterventionQueue,
@@ -33,8 +33,8 @@ from goatherd.domain import (
     high_error_rate_rule,
     stuck_detection_rule,
 )
+from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.eventstore import TraceEventStore
 from goatherd.infrastructure.store import SQLiteTraceStore
 
 OWNER = "agent:main"
@@ -54,7 +54,7 @@ def store(bus: EffectBus) -> Iterator[SQLiteTraceStore]:
 
 @pytest.fixture
 def manager(store: SQLiteTraceStore) -> ScopeManager:
-    manager = ScopeManager(TraceEventStore(store))
+    manager = scope_manager_for(store)
     manager.create(OWNER).unwrap()
     return manager
 

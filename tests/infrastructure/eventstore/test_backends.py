@@ -9,13 +9,10 @@ from eventsourcing.persistence import Tracking
 from returns.result import Success
 from sqlalchemy import text
 
-from goatherd.application import SandboxSpec, ScopeManager
-from goatherd.domain import OutputState, ScopeAggregate
-from goatherd.infrastructure.eventstore import (
-    KernelRecorder,
-    KernelTrackingRecorder,
-    TraceEventStore,
-)
+from goatherd.application import SandboxSpec
+from goatherd.domain import OutputState
+from goatherd.infrastructure.bootstrap import scope_manager_for
+from goatherd.infrastructure.eventstore import KernelRecorder, KernelTrackingRecorder
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import open_trace_store
 from tests.infrastructure.backends import durable_store_url  # noqa: F401 - fixture
@@ -28,7 +25,7 @@ def test_a_settle_with_its_claim_runs_and_a_second_store_sees_it(durable_store_u
     ):
         main = MemorySandbox(MemorySandboxConfig(files={"a.txt": b"1\n"}))
         main.create(SandboxSpec())
-        mgr = ScopeManager(TraceEventStore(one))
+        mgr = scope_manager_for(one)
         root = mgr.create("root", main).unwrap()
         wt = MemorySandbox(MemorySandboxConfig(repository=main.repository))
         wt.create(SandboxSpec())
@@ -37,24 +34,26 @@ def test_a_settle_with_its_claim_runs_and_a_second_store_sees_it(durable_store_u
         out = mgr.seal(child.id).unwrap()
         assert mgr.settle(out.id, "selected") == Success(None)
         assert out.state is OutputState.SELECTED
-        seen = TraceEventStore(two).load(ScopeAggregate, "try")
+        seen = scope_manager_for(two).get("scope:try")
+        assert seen is not None
         assert seen.state.value == "merged"
+        again = scope_manager_for(two).output(out.id)
+        assert again is not None
+        assert again.diff == out.diff != ""
 
 
-def test_snapshots_and_tracking_rows_live_beside_the_trace(durable_store_url):  # noqa: F811
+def test_blobs_and_tracking_rows_live_beside_the_trace(durable_store_url):  # noqa: F811
     with open_trace_store(durable_store_url) as store:
-        events = TraceEventStore(store, snapshot_every=5)
-        for i in range(12):
-            agg = events.load(ScopeAggregate, "p")
-            agg.append_fact("test.fact.v1", "fact", {"i": i})
-            events.save([agg], f"p:fact:{i}")
+        mgr = scope_manager_for(store)
+        main = MemorySandbox(MemorySandboxConfig(files={"a.txt": b"1\n"}))
+        main.create(SandboxSpec())
+        root = mgr.create("root", main).unwrap()
+        mgr.create_checkpoint(root.id, b"snapshot bytes").unwrap()
         with store.engine.connect() as conn:
-            rows = conn.execute(text("SELECT owner, version FROM aggregate_snapshots"))
-            assert [(r[0], int(r[1])) for r in rows] == [("p", 9)]
-        cold = TraceEventStore(store, snapshot_every=5).load(ScopeAggregate, "p")
-        assert cold == TraceEventStore(store, snapshot_every=0).load(
-            ScopeAggregate, "p"
-        )
+            rows = conn.execute(text("SELECT holder, digest FROM blob_holders"))
+            holders = [r[0] for r in rows]
+        assert len(holders) == 1
+        assert holders[0].endswith("#snapshot")
         tracking = KernelTrackingRecorder(store)
         tracking.insert_tracking(Tracking("upstream", 3))
         assert tracking.max_tracking_id("upstream") == 3

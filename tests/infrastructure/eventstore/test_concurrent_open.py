@@ -1,4 +1,4 @@
-"""Several processes opening event stores on one new SQLite file at once."""
+"""Several processes opening the runtime on one new SQLite file at once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import goatherd
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.blobs import SqlBlobStore
 from goatherd.infrastructure.store import SQLiteTraceStore
 
 WORKERS = 8
@@ -19,7 +19,7 @@ def _open_and_append(path: str, barrier: multiprocessing.synchronize.Barrier) ->
     store = SQLiteTraceStore(path)
     barrier.wait(timeout=60)
     for index in range(5):
-        TraceEventStore(store)  # creates the snapshot table if absent
+        SqlBlobStore(store)  # creates the blob tables if absent
         store.append(
             goatherd.TRUSTED_APPEND_CONTEXT,
             goatherd.AppendBatch(
@@ -40,7 +40,7 @@ def _open_and_append(path: str, barrier: multiprocessing.synchronize.Barrier) ->
 
 
 @pytest.mark.integration
-def test_eight_processes_creating_the_snapshot_table_never_fail_locked(
+def test_eight_processes_creating_the_blob_tables_never_fail_locked(
     tmp_path: Path,
 ) -> None:
     path = str(tmp_path / "trace.sqlite")

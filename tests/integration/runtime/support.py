@@ -5,9 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from goatherd.application import ScopeManager
 from goatherd.application.ports import SandboxSpec
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.sandbox import (
     GitSandbox,
     new_local_git_sandbox,
@@ -54,7 +53,7 @@ def sealed_output(tmp: Path) -> tuple[Path, Path, str]:
     repo = make_repo(tmp / "repo")
     db = tmp / "trace.db"
     with SQLiteTraceStore(db) as store:
-        mgr = ScopeManager(TraceEventStore(store))
+        mgr = scope_manager_for(store)
         root = mgr.create("agent:main", root_sandbox(repo)).unwrap()
         wt = worktree(repo, tmp / "wt-try")
         child = mgr.fork_isolated(root.id, "agent:try", None, wt).unwrap()

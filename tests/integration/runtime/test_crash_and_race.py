@@ -14,9 +14,9 @@ import pytest
 from returns.result import Failure, Success
 
 from goatherd.domain import (
-    SCHEMA_RUN_OUTPUT_CLAIMED,
-    SCHEMA_RUN_OUTPUT_SETTLED,
+    OutputClaimed,
     OutputConsumedError,
+    OutputSettled,
     OutputState,
 )
 from goatherd.infrastructure.store import SQLiteTraceStore
@@ -78,8 +78,8 @@ def test_a_settle_killed_after_its_effect_is_finished_exactly_once_by_a_retry(
         assert mgr.settle(out_id, "selected", seq=7001) == Success(None)
         assert mgr.settle(out_id, "selected", seq=7001) == Success(None)
         assert mgr.output(out_id).state is OutputState.SELECTED  # type: ignore[union-attr]
-        assert schema_entries(store, out_id, SCHEMA_RUN_OUTPUT_CLAIMED) == 1
-        assert schema_entries(store, out_id, SCHEMA_RUN_OUTPUT_SETTLED) == 1
+        assert schema_entries(store, out_id, OutputClaimed.SCHEMA) == 1
+        assert schema_entries(store, out_id, OutputSettled.SCHEMA) == 1
     assert (repo / "answer.txt").read_bytes() == b"42\n"
 
 
@@ -120,8 +120,8 @@ def test_two_processes_of_four_threads_and_eight_local_threads_settle_once(tmp_p
     assert results.count("Success") == 1, results
     assert set(results) - {"Success"} <= {"OutputConsumedError", "OutputClaimedError"}
     with SQLiteTraceStore(db) as store:
-        assert schema_entries(store, out_id, SCHEMA_RUN_OUTPUT_CLAIMED) == 1
-        assert schema_entries(store, out_id, SCHEMA_RUN_OUTPUT_SETTLED) == 1
+        assert schema_entries(store, out_id, OutputClaimed.SCHEMA) == 1
+        assert schema_entries(store, out_id, OutputSettled.SCHEMA) == 1
     assert (repo / "answer.txt").read_bytes() == b"42\n"
 
 

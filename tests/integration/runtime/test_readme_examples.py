@@ -12,21 +12,20 @@ from returns.result import Failure, Success
 from goatherd.application import (
     ApplyConflictError,
     RecoverOptions,
-    ScopeManager,
     recover_scopes,
 )
 from goatherd.domain import (
-    SCHEMA_MERGE_PROPOSED,
-    SCHEMA_SUPERVISOR_DECISION,
     CheckpointNotRestorableError,
     CheckpointState,
     DestructivePathReviewer,
+    MergeProposed,
     OutputConsumedError,
     OutputState,
     ParentMovedError,
     ScopeState,
+    SupervisorDecided,
 )
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
 from goatherd.infrastructure.sandbox import GitSandbox, new_worktree_sandbox
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.integration.runtime.support import git, make_repo, worktree
@@ -66,7 +65,7 @@ def schemas_on(store, owner: str) -> list[str]:
 
 
 def test_fork_and_branch(repo, store, tmp_path):
-    mgr = ScopeManager(TraceEventStore(store))
+    mgr = scope_manager_for(store)
     parent = mgr.create("agent:main", worktree(repo, tmp_path / "wt-main")).unwrap()
     child = mgr.fork(parent.id, "agent:experimental").unwrap()
     assert child.sandbox is parent.sandbox
@@ -81,7 +80,7 @@ def test_fork_and_branch(repo, store, tmp_path):
 
 
 def test_roll_the_workspace_back(repo, store, tmp_path):
-    mgr = ScopeManager(TraceEventStore(store))
+    mgr = scope_manager_for(store)
     sb = worktree(repo, tmp_path / "wt-main")
     scope = mgr.create("agent:main", sb).unwrap()
     before = files(sb)
@@ -103,7 +102,7 @@ def test_roll_the_workspace_back(repo, store, tmp_path):
 def test_recover_after_a_restart(repo, tmp_path):
     db = tmp_path / "trace.db"
     with SQLiteTraceStore(db) as store:
-        mgr = ScopeManager(TraceEventStore(store))
+        mgr = scope_manager_for(store)
         root = mgr.create("agent:main", worktree(repo, tmp_path / "wt-main")).unwrap()
         iso = worktree(repo, tmp_path / "wt-iso")
         iso.apply(root.sandbox.capture())  # type: ignore[union-attr]
@@ -124,7 +123,7 @@ def test_recover_after_a_restart(repo, tmp_path):
 
     with SQLiteTraceStore(db) as store:
         mgr = recover_scopes(
-            TraceEventStore(store), RecoverOptions(resolver=resolver)
+            runtime_context_for(store), RecoverOptions(resolver=resolver)
         ).unwrap()
         assert sorted(calls) == [
             ("scope:agent:iso", "git", str(tmp_path / "wt-iso")),
@@ -143,7 +142,7 @@ def test_recover_after_a_restart(repo, tmp_path):
         git(tmp_path / "wt-main", "commit", "-q", "-m", "moved on")
     with SQLiteTraceStore(db) as store:
         mgr = recover_scopes(
-            TraceEventStore(store), RecoverOptions(resolver=resolver)
+            runtime_context_for(store), RecoverOptions(resolver=resolver)
         ).unwrap()
         stale = mgr.checkpoint(cp.id)
         assert stale is not None
@@ -152,7 +151,7 @@ def test_recover_after_a_restart(repo, tmp_path):
 
 
 def test_isolate_a_branch_in_its_own_worktree(repo, store, tmp_path):
-    mgr = ScopeManager(TraceEventStore(store))
+    mgr = scope_manager_for(store)
     main = worktree(repo, tmp_path / "wt-main")
     parent = mgr.create("agent:main", main).unwrap()
     (main.workdir / "draft.txt").write_bytes(b"uncommitted\n")
@@ -168,7 +167,7 @@ def test_isolate_a_branch_in_its_own_worktree(repo, store, tmp_path):
 
 
 def test_review_before_merge(repo, store, tmp_path):
-    mgr = ScopeManager(TraceEventStore(store))
+    mgr = scope_manager_for(store)
     main = worktree(repo, tmp_path / "wt-main")
     parent = mgr.create("agent:main", main).unwrap()
     before = files(main)
@@ -185,7 +184,7 @@ def test_review_before_merge(repo, store, tmp_path):
     assert mgr.discard(child.id) == Success(None)
     assert mgr.restore_checkpoint(cp.id) == Success(b"")
     assert files(main) == before
-    assert SCHEMA_MERGE_PROPOSED in schemas_on(store, "agent:sub")
+    assert MergeProposed.SCHEMA in schemas_on(store, "agent:sub")
     retry = mgr.fork(parent.id, "agent:sub-2").unwrap()
     (main.workdir / "src" / "feature.py").write_bytes(b"ok\n")
     proposal = mgr.propose_merge(retry.id, 1000).unwrap()
@@ -196,13 +195,13 @@ def test_review_before_merge(repo, store, tmp_path):
     decisions = [
         e.record.payload
         for e in store.read_path("agent:main")
-        if e.record.envelope.schema_ref == SCHEMA_SUPERVISOR_DECISION
+        if e.record.envelope.schema_ref == SupervisorDecided.SCHEMA
     ]
     assert [d["approved"] for d in decisions] == [False, True]
 
 
 def test_best_of_n_with_settle(repo, store, tmp_path):
-    mgr = ScopeManager(TraceEventStore(store))
+    mgr = scope_manager_for(store)
     main = worktree(repo, tmp_path / "wt-main")
     parent = mgr.create("agent:main", main).unwrap()
     outs = []
@@ -232,7 +231,7 @@ def test_best_of_n_with_settle(repo, store, tmp_path):
 def test_a_moved_parent_refuses_select_and_takes_a_disjoint_apply(
     repo, store, tmp_path
 ):
-    mgr = ScopeManager(TraceEventStore(store))
+    mgr = scope_manager_for(store)
     main = worktree(repo, tmp_path / "wt-main")
     parent = mgr.create("agent:main", main).unwrap()
     outs = []

@@ -18,7 +18,7 @@ from pathlib import Path
 from returns.result import Success
 
 from goatherd.application import RecoverOptions, ScopeManager, recover_scopes
-from goatherd.infrastructure.eventstore import TraceEventStore
+from goatherd.infrastructure.bootstrap import runtime_context_for
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 from goatherd.infrastructure.store import SQLiteTraceStore
 
@@ -34,7 +34,7 @@ def resolver(repo: str):
 
 def recover(store: SQLiteTraceStore, repo: str, root: str) -> ScopeManager:
     mgr = recover_scopes(
-        TraceEventStore(store), RecoverOptions(resolver=resolver(repo))
+        runtime_context_for(store), RecoverOptions(resolver=resolver(repo))
     ).unwrap()
     if mgr.get(f"scope:{root}") is None:
         mgr.create(root, new_local_git_sandbox(repo)).unwrap()
@@ -72,7 +72,7 @@ def main() -> None:
                         Path(args.hang_after_effect).write_text(intent)
                         time.sleep(120)
 
-                mgr._faults = hang
+                mgr.context.faults = hang
             result = mgr.settle(args.output_id, "selected", seq=args.seq + index)
             lines.append(f"RESULT {outcome(result)}")
 

@@ -1,0 +1,328 @@
+"""Scope commands: create a root, fork, merge, discard, halt, inject, facts, prune.
+
+Each handler checks its rules on the caught-up model and records its
+decision as one append guarded by the heads of the paths it read
+(:mod:`goatherd.application.decisions`). A command given a ``seq`` is a
+retry: its intent is looked up first and a committed one is not decided
+again. Owned sandboxes are destroyed after the record that ends their scope,
+and the destruction is recorded too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from goatherd.application.commands.context import RuntimeContext
+from goatherd.application.decisions import Decision
+from goatherd.application.ports import Addressed, Sandbox
+from goatherd.application.runtime import fork_intent, lifecycle_intent
+from goatherd.domain import (
+    OpaqueRecord,
+    RecordInputError,
+    RecordMode,
+    ReservedSchemaError,
+    RootScopeError,
+    RunCompleted,
+    SandboxDestroyed,
+    ScopeAggregate,
+    decode_payload,
+    is_runtime_schema,
+)
+
+__all__ = [
+    "RUNTIME_NAMESPACE",
+    "append_fact",
+    "check_fact_schema",
+    "create_root",
+    "destroy_owned_sandbox",
+    "fork",
+    "halt",
+    "inject",
+    "merge_or_discard",
+    "parent_of",
+    "prune_terminal",
+    "record_run_completed",
+]
+
+RUNTIME_NAMESPACE = "goatherd."
+"""Schema refs under this prefix are the runtime's; ``append_fact`` refuses them."""
+
+
+def _address(sandbox: Sandbox | None) -> tuple[str, str]:
+    if sandbox is None:
+        return "", ""
+    path = sandbox.address() if isinstance(sandbox, Addressed) else ""
+    return sandbox.backend(), path
+
+
+def create_root(ctx: RuntimeContext, owner: str, sandbox: Sandbox | None) -> str:
+    """Record ``owner`` as a root scope; bind ``sandbox`` (not owned) here.
+
+    Raises:
+        ScopeExistsError: the owner is a scope already (in any process).
+    """
+    ctx.refresh()
+    backend, path = _address(sandbox)
+    with ctx.lock:
+        intent = lifecycle_intent("create", owner, "", ctx.next_seq(None))
+
+        def decide() -> Decision:
+            event = ctx.model.scope(owner).create(
+                sandbox_backend=backend, sandbox_path=path
+            )
+            return Decision().place(event, owner)
+
+        ctx.record(intent, decide)
+        ctx.sandboxes.bind(owner, sandbox, owns=False)
+    return owner
+
+
+def fork(
+    ctx: RuntimeContext,
+    parent_id: str,
+    child_owner: str,
+    isolated: Sandbox | None,
+    seq: int | None,
+) -> str:
+    """Fork ``child_owner`` from ``parent_id``; an ``isolated`` sandbox is owned.
+
+    The parent's baseline is captured before the decision (a capture can be
+    slow); the decision re-checks the parent on the caught-up model.
+
+    Raises:
+        ScopeNotFoundError, ScopeStateError, ScopeExistsError; the sandbox's
+        errors (a failed baseline capture fails the fork).
+    """
+    ctx.refresh()
+    parent = ctx.known(parent_id)
+    intent = fork_intent(parent.owner, child_owner, ctx.next_seq(seq))
+    if ctx.committed(intent, seq):
+        _bind_isolated(ctx, child_owner, isolated)
+        return child_owner
+    binding = ctx.binding(parent.owner)
+    baseline = binding.sandbox.capture() if binding is not None else None
+    backend, path = _address(isolated)
+    with ctx.lock:
+
+        def decide() -> Decision:
+            here = ctx.model.scope(parent.owner)
+            child = ctx.model.scope(child_owner)
+            event = here.fork(
+                child,
+                child_head=ctx.trace.head(child_owner),
+                baseline=baseline,
+                isolated=isolated is not None,
+                sandbox_backend=backend,
+                sandbox_path=path,
+            )
+            return Decision().place(event, parent.owner, child_owner)
+
+        ctx.record(intent, decide)
+        _bind_isolated(ctx, child_owner, isolated)
+    return child_owner
+
+
+def _bind_isolated(ctx: RuntimeContext, owner: str, sandbox: Sandbox | None) -> None:
+    if sandbox is not None:
+        ctx.sandboxes.bind(owner, sandbox, owns=True)
+
+
+def parent_of(scope: ScopeAggregate) -> str:
+    """Return the scope's parent owner.
+
+    Raises:
+        RootScopeError: the scope is a root.
+    """
+    if scope.parent_owner is None:
+        raise RootScopeError(scope.scope_id)
+    return scope.parent_owner
+
+
+def merge_or_discard(
+    ctx: RuntimeContext, parent_owner: str, child_owner: str, verb: str, seq: int | None
+) -> None:
+    """Merge or discard ``child_owner`` from ``parent_owner`` (``verb``).
+
+    Raises:
+        ScopeNotFoundError, ScopeStateError, NotAChildError,
+        InconsistentTraceError; the sandbox's errors (after the record).
+    """
+    ctx.refresh()
+    ctx.known("scope:" + parent_owner)
+    ctx.known("scope:" + child_owner)
+    with ctx.lock:
+        intent = lifecycle_intent(verb, parent_owner, child_owner, ctx.next_seq(seq))
+        if not ctx.committed(intent, seq):
+
+            def decide() -> Decision:
+                parent = ctx.model.scope(parent_owner)
+                child = ctx.model.scope(child_owner)
+                event = (
+                    parent.merge(child) if verb == "merge" else parent.discard(child)
+                )
+                return Decision().place(event, parent_owner, child_owner)
+
+            ctx.record(intent, decide)
+    destroy_owned_sandbox(ctx, child_owner)
+
+
+def halt(ctx: RuntimeContext, scope_id: str, seq: int | None) -> None:
+    """Halt the scope (it ends ``discarded``); destroy an owned sandbox.
+
+    Raises:
+        ScopeNotFoundError; ScopeStateError for a merged scope.
+    """
+    ctx.refresh()
+    owner = ctx.known(scope_id).owner
+    with ctx.lock:
+        intent = lifecycle_intent("halt", owner, "", ctx.next_seq(seq))
+        if not ctx.committed(intent, seq):
+
+            def decide() -> Decision | None:
+                event = ctx.model.scope(owner).halt()
+                return None if event is None else Decision().place(event, owner)
+
+            ctx.record(intent, decide)
+    destroy_owned_sandbox(ctx, owner)
+
+
+def inject(ctx: RuntimeContext, scope_id: str, guidance: str, seq: int | None) -> str:
+    """Record guidance on an active scope; return the record id.
+
+    Raises:
+        ScopeNotFoundError; ScopeStateError unless active.
+    """
+    ctx.refresh()
+    owner = ctx.known(scope_id).owner
+    with ctx.lock:
+        intent = lifecycle_intent("inject", owner, "", ctx.next_seq(seq))
+        prior = ctx.first_record(intent, seq)
+        if prior is not None:
+            return prior
+        ids: list[str] = []
+
+        def decide() -> Decision:
+            event = ctx.model.scope(owner).inject(guidance)
+            ids.append(event.record_id())
+            return Decision().place(event, owner)
+
+        ctx.record(intent, decide)
+        return ids[-1]
+
+
+def check_fact_schema(schema_ref: str) -> None:
+    """Refuse schemas the runtime reserves for its own records.
+
+    Raises:
+        ReservedSchemaError: a ``goatherd.*`` or retired runtime schema.
+        RecordInputError: an empty schema ref.
+    """
+    if not schema_ref:
+        raise RecordInputError("append_fact: schema_ref is required")
+    if schema_ref.startswith(RUNTIME_NAMESPACE) or is_runtime_schema(schema_ref):
+        raise ReservedSchemaError(schema_ref)
+
+
+def append_fact(
+    ctx: RuntimeContext,
+    scope_id: str,
+    schema_ref: str,
+    kind_label: str,
+    payload: Mapping[str, Any],
+    seq: int | None,
+) -> str:
+    """Append one capture of the caller's own schema on the scope's path.
+
+    Any lifecycle state may record facts. Returns the record id.
+
+    Raises:
+        ScopeNotFoundError; ReservedSchemaError; RecordInputError for an
+        empty schema; CanonicalEncodingError for a payload that is not plain JSON.
+    """
+    ctx.refresh()
+    check_fact_schema(schema_ref)
+    owner = ctx.known(scope_id).owner
+    event = OpaqueRecord(
+        record_schema=schema_ref,
+        record_mode=RecordMode.CAPTURE,
+        record_kind_label=kind_label or schema_ref,
+        record_payload=dict(payload),
+    )
+    with ctx.lock:
+        intent = lifecycle_intent("fact", owner, "", ctx.next_seq(seq))
+        prior = ctx.first_record(intent, seq)
+        if prior is not None:
+            return prior
+        ctx.record(intent, lambda: Decision().place(event, owner))
+        return event.record_id()
+
+
+def record_run_completed(
+    ctx: RuntimeContext, scope_id: str, payload: Mapping[str, Any], seq: int | None
+) -> str:
+    """Record a reversible run's ``run.completed`` on its child's path.
+
+    Raises:
+        ScopeNotFoundError; RecordDecodeError for a payload that is not a
+        run record; CanonicalEncodingError for one that is not plain JSON.
+    """
+    ctx.refresh()
+    owner = ctx.known(scope_id).owner
+    event = decode_payload(RunCompleted.SCHEMA, RunCompleted.MODE.value, payload)
+    with ctx.lock:
+        intent = lifecycle_intent("run-completed", owner, "", ctx.next_seq(seq))
+        prior = ctx.first_record(intent, seq)
+        if prior is not None:
+            return prior
+        ctx.record(intent, lambda: Decision().place(event, owner))
+        return event.record_id()
+
+
+def prune_terminal(ctx: RuntimeContext) -> int:
+    """Record every listed, terminal, unpruned scope as pruned; return how many."""
+    ctx.refresh()
+    with ctx.lock:
+        intent = lifecycle_intent("prune-terminal", "runtime", "", ctx.next_seq(None))
+        count: list[int] = []
+
+        def decide() -> Decision:
+            decision = Decision()
+            pruned = 0
+            for scope in ctx.model.scopes():
+                event = scope.prune() if scope.listed else None
+                if event is not None:
+                    decision = decision.place(event, scope.owner)
+                    pruned += 1
+            count.append(pruned)
+            return decision
+
+        ctx.record(intent, decide)
+        return count[-1] if count else 0
+
+
+def destroy_owned_sandbox(ctx: RuntimeContext, owner: str) -> None:
+    """Tear down ``owner``'s OWNED sandbox and record it (no-op otherwise).
+
+    Raises:
+        SandboxError: the teardown failed (nothing is recorded then).
+    """
+    ctx.refresh()
+    binding = ctx.owned_binding(owner)
+    if binding is None:
+        return
+    backend, path = _address(binding.sandbox)
+    binding.sandbox.destroy()
+    ctx.sandboxes.forget(owner)
+    with ctx.lock:
+        intent = lifecycle_intent("sandbox-destroyed", owner, "", ctx.next_seq(None))
+
+        def decide() -> Decision | None:
+            if ctx.model.scope(owner).sandbox_destroyed:
+                return None
+            event = SandboxDestroyed(
+                owner=owner, backend=backend, sandbox_path=path or None
+            )
+            return Decision().place(event, owner)
+
+        ctx.record(intent, decide)

@@ -1,0 +1,147 @@
+"""Recording a decision: one append, guarded by the heads of what it read.
+
+A command decides on the runtime model and returns a :class:`Decision`: the
+events to record, each placed on one or more owner paths, plus the paths it
+read without writing. :func:`record_decision` makes that decision hold
+against the trace, across threads and processes:
+
+1. catch the model up to position ``P`` and decide;
+2. read the head of every path the decision writes or guards;
+3. unless the model has read every entry up to those heads, catch up again:
+   if a runtime record landed on one of those paths after ``P``, decide
+   again (the decision missed it);
+4. append the batch with those heads as expected heads: if anything landed
+   on them meanwhile, the store refuses (nothing written) and the command
+   decides again, up to :data:`DECISION_RETRIES` times.
+
+So of several processes deciding on the same output, checkpoint or workspace
+at once, exactly one append commits; the others decide again on the new
+state and fail with the rule that state breaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from goatherd.application.runtime import FaultHook, RuntimeTrace
+from goatherd.application.runtime_model import RuntimeModel
+from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    AppendReceipt,
+    OrdinalConflictError,
+    RecordDraft,
+    RuntimeEvent,
+)
+
+__all__ = ["DECISION_RETRIES", "Decision", "record_decision"]
+
+DECISION_RETRIES: Final = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The records one command appends and the paths whose heads guard them.
+
+    Attributes:
+        placements: ``(owner paths, event)`` in record order; an event placed
+            on several paths is one record on each.
+        guards: paths the decision read without writing.
+    """
+
+    placements: tuple[tuple[tuple[str, ...], RuntimeEvent], ...] = ()
+    guards: frozenset[str] = field(default_factory=frozenset)
+
+    def place(self, event: RuntimeEvent, *owners: str) -> Decision:
+        """Return this decision with ``event`` placed on ``owners`` (deduplicated)."""
+        unique = tuple(dict.fromkeys(o for o in owners if o))
+        return Decision((*self.placements, (unique, event)), self.guards)
+
+    def guard(self, *owners: str) -> Decision:
+        """Return this decision also guarding ``owners``' heads."""
+        return Decision(self.placements, self.guards | {o for o in owners if o})
+
+    @property
+    def owners(self) -> set[str]:
+        """Every path written or guarded."""
+        written = {o for owners, _ in self.placements for o in owners}
+        return written | set(self.guards)
+
+    @property
+    def events(self) -> list[RuntimeEvent]:
+        """The events, in record order."""
+        return [event for _, event in self.placements]
+
+    def batch(self, intent: str) -> AppendBatch:
+        """Return the append batch: one group per path, drafts in record order."""
+        groups: dict[str, list[RecordDraft]] = {}
+        for owners, event in self.placements:
+            draft = event.draft()
+            for owner in owners:
+                groups.setdefault(owner, []).append(draft)
+        return AppendBatch(
+            intent,
+            tuple(AppendGroup(o, fact_drafts=tuple(d)) for o, d in groups.items()),
+        )
+
+
+def record_decision(
+    model: RuntimeModel,
+    intent: str,
+    decide: Callable[[], Decision | None],
+    *,
+    faults: FaultHook | None = None,
+) -> AppendReceipt | None:
+    """Decide on the current model and append the decision under ``intent``.
+
+    ``decide`` runs on a freshly caught-up model, possibly several times; it
+    raises a rule's error to refuse, or returns ``None`` when there is
+    nothing to record.
+
+    Returns:
+        The receipt, or ``None`` when the decision recorded nothing.
+
+    Raises:
+        OrdinalConflictError: other writers kept moving the guarded paths
+            through every retry (retryable).
+        The errors ``decide`` raises; the store's errors.
+    """
+    trace = model.trace
+    last: OrdinalConflictError | None = None
+    for _ in range(DECISION_RETRIES):
+        position = model.refresh()
+        decision = decide()
+        if decision is None or not decision.placements:
+            return None
+        owners = decision.owners
+        heads = _heads(trace, owners)
+        if not model.knows_heads(heads):
+            model.refresh()
+        if model.touched_since(owners, position):
+            moved = sorted(owners)[0]
+            last = OrdinalConflictError(moved, heads[moved], trace.head(moved))
+            continue
+        _fault(faults, "before-commit", intent)
+        try:
+            receipt = trace.append(
+                TRUSTED_APPEND_CONTEXT, decision.batch(intent), expected_heads=heads
+            )
+        except OrdinalConflictError as conflict:
+            last = conflict
+            continue
+        _fault(faults, "after-commit", intent)
+        return receipt
+    assert last is not None
+    raise last
+
+
+def _heads(trace: RuntimeTrace, owners: Iterable[str]) -> dict[str, int]:
+    return trace.heads(list(owners))
+
+
+def _fault(faults: FaultHook | None, boundary: str, intent: str) -> None:
+    if faults is not None:
+        faults(boundary, intent)

@@ -1,0 +1,612 @@
+"""The scope manager: the seed's API over the command handlers, with Results.
+
+:class:`ScopeManager` is a thin facade: each public command delegates to its
+handler in :mod:`goatherd.application.commands` and returns a
+``returns.Result`` whose failure type is that command's closed union
+(:mod:`goatherd.application.failures`); bugs and outages raise. It holds no
+registry: every answer is read from the runtime model, the fold of the trace,
+so two managers on one trace (in one process or two) answer alike. What it
+holds is process state the trace cannot: sandbox objects and the opaque
+values callers pass at fork.
+
+:class:`Scope` and :class:`RetainedOutput` are handles: every property reads
+the caught-up model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from returns.result import Result, safe
+
+from goatherd.application.commands import checkpoints as cp_cmd
+from goatherd.application.commands import merge_gate, outputs, scopes, workspace
+from goatherd.application.commands.context import RuntimeContext
+from goatherd.application.failures import (
+    CHECKPOINT_FAILURES,
+    CREATE_FAILURES,
+    FACT_FAILURES,
+    FORK_FAILURES,
+    HALT_FAILURES,
+    LIFECYCLE_FAILURES,
+    PROPOSE_FAILURES,
+    RECORD_FAILURES,
+    RESTORE_FAILURES,
+    SEAL_FAILURES,
+    SETTLE_FAILURES,
+    WORKSPACE_FAILURES,
+    CheckpointFailure,
+    CreateFailure,
+    FactFailure,
+    ForkFailure,
+    HaltFailure,
+    LifecycleFailure,
+    RestoreFailure,
+    SealFailure,
+    SettleFailure,
+    WorkspaceFailure,
+)
+from goatherd.application.ports import Sandbox
+from goatherd.application.runtime import Checkpoint
+from goatherd.domain import (
+    MergeProposal,
+    OutputState,
+    RetainedOutputAggregate,
+    ScopeAggregate,
+    ScopeState,
+    SettlementAction,
+    WorkspaceState,
+    owner_of_output,
+    owner_of_scope,
+    scope_id_for,
+)
+
+__all__ = ["RetainedOutput", "Scope", "ScopeManager"]
+
+
+class ScopeManager:
+    """Scopes, checkpoints, the merge gate and settlement over one trace."""
+
+    def __init__(self, context: RuntimeContext) -> None:
+        """Run the commands with ``context`` (built by the composition root)."""
+        self._ctx = context
+        self._fork_values: dict[str, object] = {}
+
+    @property
+    def context(self) -> RuntimeContext:
+        """The handlers' dependencies (for the runtime's own services)."""
+        return self._ctx
+
+    # ------------------------------------------------------------ queries
+
+    def _listed(self, scope: ScopeAggregate) -> bool:
+        return scope.listed and not scope.pruned
+
+    def get(self, scope_id: str) -> Scope | None:
+        """Return the scope ``scope_id`` names, if the trace has it (unpruned)."""
+        self._ctx.refresh()
+        scope = self._ctx.scope(owner_of_scope(scope_id))
+        return Scope(self, scope.owner) if self._listed(scope) else None
+
+    def all_scopes(self) -> list[Scope]:
+        """Return every unpruned scope, in the order the trace introduced them."""
+        self._ctx.model.refresh()
+        return [
+            Scope(self, s.owner) for s in self._ctx.model.scopes() if self._listed(s)
+        ]
+
+    def active_scopes(self) -> list[Scope]:
+        """Return the unpruned scopes that are active."""
+        return [s for s in self.all_scopes() if s.state is ScopeState.ACTIVE]
+
+    def attach_sandbox(self, scope_id: str, sandbox: Sandbox) -> None:
+        """Use ``sandbox`` for a scope's workspace in this process.
+
+        For a scope another process created: the trace knows the scope, not
+        this process's sandbox object. An isolated child's sandbox is owned.
+        """
+        self._ctx.refresh()
+        scope = self._ctx.scope(owner_of_scope(scope_id))
+        self._ctx.sandboxes.bind(scope.owner, sandbox, owns=scope.isolated)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def create(
+        self, owner: str, sandbox: Sandbox | None = None
+    ) -> Result[Scope, CreateFailure]:
+        """Record a root scope for ``owner`` (``sandbox`` is used, not owned)."""
+        return self._create(owner, sandbox).map(lambda o: Scope(self, o))
+
+    @safe(exceptions=CREATE_FAILURES)
+    def _create(self, owner: str, sandbox: Sandbox | None) -> str:
+        return scopes.create_root(self._ctx, owner, sandbox)
+
+    def fork(
+        self,
+        parent_id: str,
+        child_owner: str,
+        snapshot: object = None,
+        *,
+        seq: int | None = None,
+    ) -> Result[Scope, ForkFailure]:
+        """Fork a child sharing (not owning) the parent's workspace."""
+        return self._fork(parent_id, child_owner, snapshot, None, seq)
+
+    def fork_isolated(
+        self,
+        parent_id: str,
+        child_owner: str,
+        snapshot: object,
+        sandbox: Sandbox,
+        *,
+        seq: int | None = None,
+    ) -> Result[Scope, ForkFailure]:
+        """Fork a child that owns ``sandbox`` (created and populated by the caller)."""
+        return self._fork(parent_id, child_owner, snapshot, sandbox, seq)
+
+    def _fork(
+        self,
+        parent_id: str,
+        child_owner: str,
+        snapshot: object,
+        sandbox: Sandbox | None,
+        seq: int | None,
+    ) -> Result[Scope, ForkFailure]:
+        forked = self._do_fork(parent_id, child_owner, sandbox, seq)
+        return forked.map(lambda owner: self._remember_fork(owner, snapshot))
+
+    @safe(exceptions=FORK_FAILURES)
+    def _do_fork(
+        self, parent_id: str, child_owner: str, sandbox: Sandbox | None, seq: int | None
+    ) -> str:
+        return scopes.fork(self._ctx, parent_id, child_owner, sandbox, seq)
+
+    def _remember_fork(self, owner: str, snapshot: object) -> Scope:
+        self._fork_values[owner] = snapshot
+        return Scope(self, owner)
+
+    def merge(
+        self, child_id: str, *, seq: int | None = None
+    ) -> Result[None, LifecycleFailure]:
+        """Merge the child into its parent (causal only)."""
+        return self._by_child(child_id, "merge", seq)
+
+    def discard(
+        self, child_id: str, *, seq: int | None = None
+    ) -> Result[None, LifecycleFailure]:
+        """Discard the child (destroys an owned sandbox)."""
+        return self._by_child(child_id, "discard", seq)
+
+    @safe(exceptions=LIFECYCLE_FAILURES)
+    def _by_child(self, child_id: str, verb: str, seq: int | None) -> None:
+        self._ctx.refresh()
+        child = self._ctx.known(child_id)
+        parent = scopes.parent_of(child)
+        scopes.merge_or_discard(self._ctx, parent, child.owner, verb, seq)
+
+    @safe(exceptions=LIFECYCLE_FAILURES)
+    def merge_or_discard(
+        self, parent_id: str, child_id: str, verb: str, *, seq: int | None = None
+    ) -> None:
+        """Merge (``verb="merge"``) or discard a named parent's child."""
+        scopes.merge_or_discard(
+            self._ctx, owner_of_scope(parent_id), owner_of_scope(child_id), verb, seq
+        )
+
+    @safe(exceptions=HALT_FAILURES)
+    def halt(self, scope_id: str, *, seq: int | None = None) -> None:
+        """Halt a scope: record ``supervisor.halt``; it ends ``discarded``."""
+        scopes.halt(self._ctx, scope_id, seq)
+
+    @safe(exceptions=FACT_FAILURES)
+    def inject(self, scope_id: str, guidance: str, *, seq: int | None = None) -> str:
+        """Record guidance on an active scope; return the record id."""
+        return scopes.inject(self._ctx, scope_id, guidance, seq)
+
+    @safe(exceptions=FACT_FAILURES)
+    def append_fact(
+        self,
+        scope_id: str,
+        schema_ref: str,
+        kind_label: str,
+        payload: Mapping[str, Any],
+        *,
+        seq: int | None = None,
+    ) -> str:
+        """Append one capture of the caller's own schema; return its record id."""
+        return scopes.append_fact(
+            self._ctx, scope_id, schema_ref, kind_label, payload, seq
+        )
+
+    @safe(exceptions=FACT_FAILURES)
+    def record_run_completed(
+        self, scope_id: str, payload: Mapping[str, Any], *, seq: int | None = None
+    ) -> str:
+        """Record a reversible run's outcome on its child's path; return the id."""
+        return scopes.record_run_completed(self._ctx, scope_id, payload, seq)
+
+    def prune_terminal(self) -> int:
+        """Record merged and discarded scopes as pruned; return how many."""
+        return scopes.prune_terminal(self._ctx)
+
+    @safe(exceptions=HALT_FAILURES)
+    def destroy_scope_sandbox(self, scope_id: str) -> None:
+        """Tear down an OWNED sandbox without changing the lifecycle state."""
+        scopes.destroy_owned_sandbox(self._ctx, self._ctx.known(scope_id).owner)
+
+    # ------------------------------------------------------------ workspace
+
+    @safe(exceptions=WORKSPACE_FAILURES)
+    def capture_workspace(self, scope_id: str) -> WorkspaceState:
+        """Capture the scope's workspace (recorded, advisory)."""
+        return workspace.capture_workspace(self._ctx, scope_id)
+
+    @safe(exceptions=WORKSPACE_FAILURES)
+    def apply_workspace(self, scope_id: str, state: WorkspaceState) -> None:
+        """Reset the scope's workspace to ``state`` (recorded, advisory)."""
+        workspace.apply_workspace(self._ctx, scope_id, state)
+
+    @safe(exceptions=WORKSPACE_FAILURES)
+    def diff_workspace(
+        self, scope_id: str, state: WorkspaceState, max_lines: int = 0
+    ) -> tuple[str, list[str]]:
+        """Diff the scope's workspace against ``state`` (records nothing)."""
+        return workspace.diff_workspace(self._ctx, scope_id, state, max_lines)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def create_checkpoint(
+        self, scope_id: str, snapshot: bytes = b"", *, seq: int | None = None
+    ) -> Result[Checkpoint, CheckpointFailure]:
+        """Capture the workspace, store the snapshot, record the checkpoint."""
+        created = self._create_checkpoint(scope_id, snapshot, seq)
+        return created.map(self._checkpoint_value)
+
+    @safe(exceptions=CHECKPOINT_FAILURES)
+    def _create_checkpoint(
+        self, scope_id: str, snapshot: bytes, seq: int | None
+    ) -> str:
+        return cp_cmd.create_checkpoint(self._ctx, scope_id, snapshot, seq)
+
+    def _checkpoint_value(self, checkpoint_id: str) -> Checkpoint:
+        view = self.checkpoint(checkpoint_id)
+        assert view is not None, "a recorded checkpoint folds"
+        return view
+
+    def checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
+        """Return a checkpoint as it is now (``None``: unknown or pruned)."""
+        self._ctx.model.refresh()
+        cp = self._ctx.model.checkpoint(checkpoint_id)
+        if not cp.exists or cp.pruned:
+            return None
+        return cp_cmd.checkpoint_view(self._ctx, cp)
+
+    def checkpoints_for_scope(self, scope_id: str) -> list[Checkpoint]:
+        """Return the scope's unpruned checkpoints, oldest sequence first."""
+        return [
+            cp_cmd.checkpoint_view(self._ctx, cp)
+            for cp in cp_cmd.checkpoints_of(self._ctx, scope_id)
+        ]
+
+    def restore_checkpoint(
+        self, checkpoint_id: str, *, seq: int | None = None
+    ) -> Result[bytes, RestoreFailure]:
+        """Apply a valid checkpoint to its scope exactly once; return the snapshot.
+
+        ``seq`` names this attempt (its claim); a retry after a crash passes
+        the same ``seq`` and finishes the restore or returns its outcome.
+        """
+        return self._restore(checkpoint_id, self._ctx.next_seq(seq), seq)
+
+    @safe(exceptions=RESTORE_FAILURES)
+    def _restore(self, checkpoint_id: str, attempt: int, retry: int | None) -> bytes:
+        return cp_cmd.restore_checkpoint(self._ctx, checkpoint_id, attempt, retry)
+
+    def latest_checkpoint(self, scope_id: str) -> Checkpoint | None:
+        """Return the scope's valid checkpoint with the highest seq, if any."""
+        return cp_cmd.latest_checkpoint(self._ctx, scope_id)
+
+    def prune_checkpoints(self, scope_id: str) -> int:
+        """Record the scope's checkpoints pruned and release their blobs."""
+        return cp_cmd.prune_checkpoints(self._ctx, scope_id)
+
+    # ------------------------------------------------------------ merge gate
+
+    @safe(exceptions=PROPOSE_FAILURES)
+    def propose_merge(self, child_id: str, max_diff_lines: int = 0) -> MergeProposal:
+        """Diff the child against its fork baseline (a query; records nothing)."""
+        return merge_gate.propose_merge(self._ctx, child_id, max_diff_lines)
+
+    @safe(exceptions=RECORD_FAILURES)
+    def record_merge_proposal(
+        self, proposal: MergeProposal, *, seq: int | None = None
+    ) -> str:
+        """Record the proposal on the child's path; return its record id."""
+        return merge_gate.record_merge_proposal(self._ctx, proposal, seq)
+
+    @safe(exceptions=RECORD_FAILURES)
+    def record_merge_decision(
+        self,
+        proposal: MergeProposal,
+        approved: bool,
+        reason: str,
+        action: str,
+        proposed_record_id: str,
+        *,
+        seq: int | None = None,
+    ) -> str:
+        """Record the verdict on the parent's path; return its record id."""
+        return merge_gate.record_merge_decision(
+            self._ctx, proposal, approved, reason, action, proposed_record_id, seq
+        )
+
+    # ------------------------------------------------------------ outputs
+
+    def seal(
+        self, scope_id: str, *, seq: int | None = None
+    ) -> Result[RetainedOutput, SealFailure]:
+        """Freeze the scope's workspace as an output (the scope stays active)."""
+        return self._seal(scope_id, seq).map(lambda oid: RetainedOutput(self, oid))
+
+    @safe(exceptions=SEAL_FAILURES)
+    def _seal(self, scope_id: str, seq: int | None) -> str:
+        return outputs.seal(self._ctx, scope_id, seq)
+
+    def output(self, output_id: str) -> RetainedOutput | None:
+        """Return the output ``output_id`` names, if the trace has it."""
+        self._ctx.model.refresh()
+        found = self._ctx.model.output(output_id).exists
+        return RetainedOutput(self, output_id) if found else None
+
+    def outputs_for_scope(self, scope_id: str) -> list[RetainedOutput]:
+        """Return the scope's outputs in seal order (sequence order)."""
+        owner = owner_of_scope(scope_id)
+        self._ctx.model.refresh()
+        mine = sorted(
+            (out.seq, out.output_id)
+            for out in self._ctx.model.outputs()
+            if out.exists and out.scope_owner == owner
+        )
+        return [RetainedOutput(self, oid) for _, oid in mine]
+
+    @safe(exceptions=SETTLE_FAILURES)
+    def settle(self, output_id: str, action: str, *, seq: int | None = None) -> None:
+        """Consume the output exactly once with ``action``."""
+        outputs.settle(self._ctx, output_id, action, seq)
+
+    # ------------------------------------------------------------ for handles
+
+    def _scope_value(self, owner: str) -> ScopeAggregate:
+        self._ctx.refresh()
+        return self._ctx.scope(owner)
+
+    def _output_value(self, output_id: str) -> RetainedOutputAggregate:
+        self._ctx.model.refresh()
+        return self._ctx.model.output(output_id)
+
+    def _fork_value(self, owner: str) -> object:
+        return self._fork_values.get(owner)
+
+
+class Scope:
+    """A handle on one scope: its state from the trace, its sandbox here."""
+
+    def __init__(self, manager: ScopeManager, owner: str) -> None:
+        """Bind the handle (use the manager's commands to get one)."""
+        self._manager = manager
+        self._owner = owner
+
+    def __repr__(self) -> str:
+        """Show the id and state."""
+        return f"Scope({self.id!r}, state={self.state.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        """Handles on the same owner are equal."""
+        return isinstance(other, Scope) and other._owner == self._owner
+
+    def __hash__(self) -> int:
+        """Hash by owner."""
+        return hash(self._owner)
+
+    def _value(self) -> ScopeAggregate:
+        return self._manager._scope_value(self._owner)
+
+    @property
+    def id(self) -> str:
+        """The scope id (``scope:<owner>``)."""
+        return scope_id_for(self._owner)
+
+    @property
+    def owner_id(self) -> str:
+        """The trace owner path the scope writes to."""
+        return self._owner
+
+    @property
+    def state(self) -> ScopeState:
+        """The lifecycle state."""
+        return self._value().state
+
+    @property
+    def fork_point(self) -> str:
+        """The fork record's id (``""`` for a root)."""
+        return self._value().fork_point
+
+    @property
+    def parent(self) -> Scope | None:
+        """The parent scope (``None`` for a root)."""
+        parent = self._value().parent_owner
+        return None if parent is None else Scope(self._manager, parent)
+
+    @property
+    def children(self) -> list[Scope]:
+        """The forked children, in fork order."""
+        return [Scope(self._manager, kid) for kid in self._value().children]
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The sandbox the scope works in here (``None``: pure-causal here)."""
+        context = self._manager.context
+        context.refresh()
+        binding = context.binding(self._owner)
+        return None if binding is None else binding.sandbox
+
+    @property
+    def owns_sandbox(self) -> bool:
+        """Whether merge/discard/halt destroy the sandbox (isolated children)."""
+        value = self._value()
+        return value.isolated and not value.sandbox_destroyed
+
+    @property
+    def snapshot(self) -> object:
+        """The opaque value given at fork in this process (never persisted)."""
+        return self._manager._fork_value(self._owner)
+
+    def baseline(self) -> WorkspaceState | None:
+        """The parent's state captured at fork (``None`` if none)."""
+        return self._value().baseline
+
+    def merge(self, child: Scope) -> Result[None, LifecycleFailure]:
+        """Merge ``child`` into this scope (causal only)."""
+        return self._manager.merge_or_discard(self.id, child.id, "merge")
+
+    def discard(self, child: Scope) -> Result[None, LifecycleFailure]:
+        """Discard ``child``; its records remain, semantically abandoned."""
+        return self._manager.merge_or_discard(self.id, child.id, "discard")
+
+    def halt(self, *, seq: int | None = None) -> Result[None, HaltFailure]:
+        """Halt the scope (supervisor): it becomes ``discarded``."""
+        return self._manager.halt(self.id, seq=seq)
+
+    def inject(
+        self, guidance: str, *, seq: int | None = None
+    ) -> Result[str, FactFailure]:
+        """Record guidance for the scope's next turn; returns the record id."""
+        return self._manager.inject(self.id, guidance, seq=seq)
+
+    def append_fact(
+        self,
+        schema_ref: str,
+        kind_label: str,
+        payload: Mapping[str, Any],
+        *,
+        seq: int | None = None,
+    ) -> Result[str, FactFailure]:
+        """Append one capture of the caller's own schema; returns its record id."""
+        return self._manager.append_fact(
+            self.id, schema_ref, kind_label, payload, seq=seq
+        )
+
+    def record_run_completed(
+        self, payload: Mapping[str, Any], *, seq: int | None = None
+    ) -> Result[str, FactFailure]:
+        """Record a reversible run's outcome on this scope's path."""
+        return self._manager.record_run_completed(self.id, payload, seq=seq)
+
+    def capture_workspace(self) -> Result[WorkspaceState, WorkspaceFailure]:
+        """Capture the workspace (reusable state); the record is advisory."""
+        return self._manager.capture_workspace(self.id)
+
+    def apply_workspace(self, state: WorkspaceState) -> Result[None, WorkspaceFailure]:
+        """Reset the workspace to ``state`` (not consumed); the record is advisory."""
+        return self._manager.apply_workspace(self.id, state)
+
+    def diff_workspace(
+        self, state: WorkspaceState, max_lines: int = 0
+    ) -> Result[tuple[str, list[str]], WorkspaceFailure]:
+        """Diff the workspace against ``state`` (records nothing)."""
+        return self._manager.diff_workspace(self.id, state, max_lines)
+
+
+class RetainedOutput:
+    """A sealed child result, settle-able exactly once (a live handle)."""
+
+    def __init__(self, manager: ScopeManager, output_id: str) -> None:
+        """Bind the handle (use ``ScopeManager.seal`` or ``output`` to get one)."""
+        self._manager = manager
+        self._id = output_id
+
+    def __repr__(self) -> str:
+        """Show the id and state."""
+        return f"RetainedOutput({self._id!r}, state={self.state.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        """Handles on the same output are equal."""
+        return isinstance(other, RetainedOutput) and other._id == self._id
+
+    def __hash__(self) -> int:
+        """Hash by id."""
+        return hash(self._id)
+
+    def _value(self) -> RetainedOutputAggregate:
+        return self._manager._output_value(self._id)
+
+    @property
+    def id(self) -> str:
+        """``out:<owner>:<seq>``."""
+        return self._id
+
+    @property
+    def scope_id(self) -> str:
+        """The scope that sealed it."""
+        return scope_id_for(self._value().scope_owner or owner_of_output(self._id))
+
+    @property
+    def workspace(self) -> WorkspaceState:
+        """The sealed state."""
+        return self._value().workspace
+
+    @property
+    def baseline(self) -> WorkspaceState:
+        """The fork baseline the changes are against."""
+        return self._value().baseline
+
+    @property
+    def changes(self) -> list[dict[str, str]]:
+        """The frozen ``{path, kind}`` changes (a copy)."""
+        return [dict(c) for c in self._value().changes]
+
+    @property
+    def diff(self) -> str:
+        """The unified diff against the baseline, read from the blob store.
+
+        Raises:
+            BlobIntegrityError: the stored bytes are missing or do not match.
+        """
+        return outputs.output_diff(self._manager.context, self._value())
+
+    @property
+    def state(self) -> OutputState:
+        """The consume-once state."""
+        return self._value().state
+
+    @property
+    def action(self) -> SettlementAction | None:
+        """The verb that consumed it (``None`` until settled)."""
+        return self._value().action
+
+    @property
+    def claimed_by(self) -> str:
+        """The settle intent holding the effect claim (``""``: none)."""
+        return self._value().claimed_by
+
+    @property
+    def sealed_at(self) -> datetime | None:
+        """When its sealed record committed (``None``: not known)."""
+        intent = self._value().sealed_intent
+        return self._manager.context.trace.intent_committed_at(intent)
+
+    @property
+    def settled_at(self) -> datetime | None:
+        """When its settlement committed (``None`` until settled)."""
+        intent = self._value().settled_intent
+        if not intent:
+            return None
+        return self._manager.context.trace.intent_committed_at(intent)
+
+    def settle(
+        self, action: str, *, seq: int | None = None
+    ) -> Result[None, SettleFailure]:
+        """Settle through the manager."""
+        return self._manager.settle(self._id, action, seq=seq)

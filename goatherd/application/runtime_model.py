@@ -1,0 +1,221 @@
+"""The runtime model: the trace's runtime fold, kept current from the log.
+
+One :class:`RuntimeModel` per trace store per process (the composition root
+shares it between managers). Every query and every decision first catches it
+up: the records of runtime schemas committed since its position are decoded
+and folded (:class:`~goatherd.domain.RuntimeFold`), so what it answers is
+exactly the fold of the trace at that moment: another process, a restart or a
+rebuilt read model compute the same values. Nothing else is remembered.
+
+It also remembers, per path, the log position of the last runtime record on
+it: a decision checks that none of the paths it guards received one after
+the position it decided at (see :mod:`goatherd.application.decisions`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from goatherd.application.runtime import RuntimeTrace
+from goatherd.domain import (
+    CheckpointAggregate,
+    CheckpointCreated,
+    LogEntry,
+    MemoryCatalog,
+    OutputSealed,
+    PlacedEvent,
+    RetainedOutputAggregate,
+    RuntimeEvent,
+    RuntimeFold,
+    ScopeAggregate,
+    ScopeDiscarded,
+    ScopeForked,
+    ScopeHalted,
+    ScopeMerged,
+    decode_fact,
+    runtime_schemas,
+    workspace_owner_of,
+)
+
+__all__ = ["RecordCounts", "RuntimeModel"]
+
+_PAGE: Final = 2000
+_BULK: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCounts:
+    """Distinct lifecycle records folded so far (what recovery reports).
+
+    Attributes:
+        forks: fork records.
+        terminals: merge, discard and halt records.
+        checkpoints: checkpoint-created records.
+        sealed: sealed-output records.
+    """
+
+    forks: int = 0
+    terminals: int = 0
+    checkpoints: int = 0
+    sealed: int = 0
+
+
+_COUNTED: Final[dict[type[RuntimeEvent], str]] = {
+    ScopeForked: "forks",
+    ScopeMerged: "terminals",
+    ScopeDiscarded: "terminals",
+    ScopeHalted: "terminals",
+    CheckpointCreated: "checkpoints",
+    OutputSealed: "sealed",
+}
+
+
+class RuntimeModel:
+    """The runtime fold of one trace (thread-safe; values are immutable)."""
+
+    def __init__(self, trace: RuntimeTrace, *, page: int = _PAGE) -> None:
+        """Fold ``trace``'s runtime records (lazily, on the first refresh)."""
+        self._trace = trace
+        self._page = max(page, 1)
+        self._catalog = MemoryCatalog()
+        self._fold = RuntimeFold(self._catalog)
+        self._schemas = runtime_schemas()
+        self._position = -1
+        self._last_on_path: dict[str, int] = {}
+        self._known_heads: dict[str, int] = {}
+        self._counted: dict[str, set[tuple[str, str]]] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def trace(self) -> RuntimeTrace:
+        """The store the model folds."""
+        return self._trace
+
+    @property
+    def position(self) -> int:
+        """The log position folded through (``-1``: nothing yet)."""
+        return self._position
+
+    def refresh(self) -> int:
+        """Fold every runtime record committed since the last refresh.
+
+        A long way behind (a new process on a long trace), the log is read
+        filtered to the runtime's schemas; a short tail is read whole and
+        filtered here, which keeps every refresh proportional to what is new.
+
+        Returns:
+            The position folded through.
+
+        Raises:
+            RecordDecodeError: a runtime record does not decode (the trace
+                was written by something else or edited); nothing after it
+                is folded until it is fixed.
+        """
+        with self._lock:
+            top = self._trace.max_position()
+            if top <= self._position:
+                return self._position
+            bulk = top - self._position > _BULK
+            while True:
+                entries = self._trace.read_log(
+                    self._position,
+                    self._page,
+                    schema_refs=self._schemas if bulk else None,
+                )
+                for entry in entries:
+                    self._fold_entry(entry)
+                if len(entries) < self._page:
+                    return self._position
+
+    def _fold_entry(self, entry: LogEntry) -> None:
+        view = entry.record.view
+        if view is not None:
+            self._known_heads[view.trace_owner_id] = view.owner_ordinal + 1
+        if entry.record.envelope.schema_ref in self._schemas:
+            fact = decode_fact(entry.record, entry.position, entry.append_intent_id)
+            self._fold.apply(fact)
+            self._count(fact)
+            self._last_on_path[fact.owner] = entry.position
+        self._position = entry.position
+
+    def _count(self, fact: PlacedEvent) -> None:
+        kind = _COUNTED.get(type(fact.event))
+        if kind is None:
+            return
+        # A halt's record id is the same for every scope (its payload is
+        # empty): a terminal record is distinct per record AND path.
+        key = (fact.record_id, fact.owner if kind == "terminals" else "")
+        if isinstance(fact.event, ScopeMerged | ScopeDiscarded):
+            key = (fact.record_id, "")
+        self._counted.setdefault(kind, set()).add(key)
+
+    def record_counts(self) -> RecordCounts:
+        """Return the distinct lifecycle records folded so far."""
+        with self._lock:
+            return RecordCounts(
+                **{kind: len(keys) for kind, keys in self._counted.items()}
+            )
+
+    def knows_heads(self, heads: dict[str, int]) -> bool:
+        """Whether the model has folded every entry up to these path heads.
+
+        True means nothing (runtime record or not) landed on those paths
+        beyond what the model has read, so a decision taken on it saw them.
+        """
+        with self._lock:
+            return all(self._known_heads.get(o, 0) == h for o, h in heads.items())
+
+    def touched_since(self, owners: set[str], position: int) -> bool:
+        """Whether a runtime record landed on one of ``owners`` after ``position``."""
+        with self._lock:
+            return any(self._last_on_path.get(o, -1) > position for o in owners)
+
+    # ------------------------------------------------------------- reads
+
+    def scope(self, owner: str) -> ScopeAggregate:
+        """Return the scope of ``owner`` as folded (bare when no record names it)."""
+        with self._lock:
+            return self._catalog.scopes.get(owner) or ScopeAggregate.bare(owner)
+
+    def checkpoint(self, checkpoint_id: str) -> CheckpointAggregate:
+        """Return the checkpoint as folded (bare when unknown)."""
+        with self._lock:
+            found = self._catalog.checkpoints.get(checkpoint_id)
+            return found or CheckpointAggregate.bare(checkpoint_id)
+
+    def output(self, output_id: str) -> RetainedOutputAggregate:
+        """Return the output as folded (bare when unknown)."""
+        with self._lock:
+            found = self._catalog.outputs.get(output_id)
+            return found or RetainedOutputAggregate.bare(output_id)
+
+    def scopes(self) -> list[ScopeAggregate]:
+        """Return every folded scope value, in first-fold order."""
+        with self._lock:
+            return list(self._catalog.scopes.values())
+
+    def checkpoints(self) -> list[CheckpointAggregate]:
+        """Return every folded checkpoint, in first-fold order."""
+        with self._lock:
+            return list(self._catalog.checkpoints.values())
+
+    def outputs(self) -> list[RetainedOutputAggregate]:
+        """Return every folded output, in first-fold order."""
+        with self._lock:
+            return list(self._catalog.outputs.values())
+
+    def workspace_owner(self, owner: str) -> str:
+        """Return the owner of the workspace ``owner`` works in."""
+        with self._lock:
+            return workspace_owner_of(self._catalog, owner)
+
+    def children_of(self, owner: str) -> Iterator[ScopeAggregate]:
+        """Yield the folded children of ``owner``, in fork order."""
+        with self._lock:
+            scope = self._catalog.scopes.get(owner)
+            kids = [] if scope is None else list(scope.children)
+            found = [self._catalog.scopes.get(kid) for kid in kids]
+        yield from (kid for kid in found if kid is not None)

@@ -1,0 +1,566 @@
+"""The base of the runtime's event vocabulary: typed events, strict decoding, facts.
+
+A runtime event is a frozen dataclass that IS one trace record's content: its
+class names the schema ref, mode and kind label; its fields are the payload.
+:meth:`RuntimeEvent.payload` and :func:`decode_record` are exact inverses: an
+event decoded from a record re-encodes to the same payload, so it digests to
+the same record id. Payload keys the class does not declare are kept in
+``extensions`` (the open-map extension model: another writer may add keys)
+and re-emitted; an optional field present as an explicit ``null`` is kept
+the same way.
+
+Decoding is strict. A record of a registered schema whose mode or payload
+does not fit the class raises :class:`RecordDecodeError` naming the record;
+it is never folded as something else. Older shapes are upcast explicitly: an
+upcaster registered for a retired schema ref turns the stored payload (and
+the path it sits on) into the current class's payload before decoding.
+Records of schemas nobody registered decode as :class:`OpaqueRecord`.
+
+A :class:`PlacedEvent` is one decoded occurrence: the event plus where it sits (path,
+ordinal, log position, append intent, record id).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar, Final, TypeAlias, Union
+
+from goatherd.domain.errors import DomainError
+from goatherd.domain.identity import (
+    WITNESS_SCHEMA_REF,
+    record_digest,
+    root_witness_record_id,
+)
+from goatherd.domain.records import (
+    CAPTURE,
+    DEFAULT_CONTAINMENT,
+    DEFAULT_SCHEMA_ENVIRONMENT,
+    DEFAULT_SUBSTRATE_REF,
+    Record,
+    RecordDraft,
+    RecordMode,
+)
+from goatherd.domain.workspace import WorkspaceState
+
+__all__ = [
+    "OpaqueRecord",
+    "PlacedEvent",
+    "RUNTIME_ACTOR",
+    "RecordDecodeError",
+    "RuntimeEvent",
+    "Upcaster",
+    "decode_fact",
+    "decode_payload",
+    "event_class_for",
+    "is_runtime_schema",
+    "register_event",
+    "register_upcaster",
+    "runtime_schemas",
+    "runtime_witness_body",
+    "runtime_witness_ref",
+]
+
+RUNTIME_ACTOR: Final = "runtime:internal"
+
+Upcaster: TypeAlias = Callable[[Mapping[str, Any], str], dict[str, Any]]
+"""``(stored payload, owner path) -> payload of the current class``."""
+
+_EVENTS: dict[str, type[RuntimeEvent]] = {}
+_UPCASTERS: dict[str, tuple[type[RuntimeEvent], Upcaster]] = {}
+_BASE_FIELDS: Final = frozenset({"caused_by", "extensions"})
+
+
+class RecordDecodeError(DomainError, ValueError):
+    """A record of a known runtime schema does not decode to its event.
+
+    The trace holds a record the runtime cannot fold (a wrong mode, a missing
+    or mistyped payload key): it was written by something else, or edited.
+    Folding stops here rather than skip the record.
+
+    Attributes:
+        record_id: the record.
+        schema_ref: its schema ref.
+        owner: the path it sits on (``""`` when not known).
+        ordinal: its ordinal there (``-1`` when not known).
+        reason: what does not fit.
+    """
+
+    def __init__(
+        self, record_id: str, schema_ref: str, owner: str, ordinal: int, reason: str
+    ) -> None:
+        """Name the record, where it sits and what does not fit."""
+        where = f" at {owner}#{ordinal}" if owner else ""
+        super().__init__(
+            f"record {record_id}{where} ({schema_ref}) does not decode: {reason}"
+        )
+        self.record_id = record_id
+        self.schema_ref = schema_ref
+        self.owner = owner
+        self.ordinal = ordinal
+        self.reason = reason
+
+
+def runtime_witness_body() -> dict[str, object]:
+    """Return the witness body of the runtime's trusted appends.
+
+    The runtime appends with actor ``runtime:internal`` and the store's
+    default retained context, so every runtime record cites this one witness.
+    """
+    return {
+        "active_binding_refs": [],
+        "actor_ref": RUNTIME_ACTOR,
+        "authority_refs": [],
+        "containment": DEFAULT_CONTAINMENT,
+        "provenance_policy_refs": [],
+        "semantic_environment_refs": [DEFAULT_SCHEMA_ENVIRONMENT],
+        "substrate_ref": DEFAULT_SUBSTRATE_REF,
+        "visibility_policy_refs": [],
+    }
+
+
+_RUNTIME_WITNESS_REF: Final = record_digest(
+    WITNESS_SCHEMA_REF, CAPTURE, runtime_witness_body(), (), root_witness_record_id()
+)
+
+
+def runtime_witness_ref() -> str:
+    """Return the record id of the runtime's witness (what its records cite)."""
+    return _RUNTIME_WITNESS_REF
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeEvent:
+    """One runtime fact: a record's schema, mode, kind label and payload, typed.
+
+    Subclasses set ``SCHEMA``, ``MODE`` and ``KIND_LABEL`` and declare the
+    payload keys as fields (``field(metadata={"key": ...})`` names a key the
+    field cannot be called); a field with a ``None`` default is an optional
+    key (absent when ``None``), a ``X | None`` field without a default is a
+    key that is always present and may be ``null``. ``WorkspaceState`` fields travel as
+    ``{backend, revision, data}`` objects, tuples as JSON arrays.
+
+    Attributes:
+        caused_by: the record's ordered causal parents (record ids).
+        extensions: payload keys the class does not declare, kept verbatim.
+    """
+
+    SCHEMA: ClassVar[str] = ""
+    MODE: ClassVar[RecordMode] = RecordMode.CAPTURE
+    KIND_LABEL: ClassVar[str] = ""
+
+    caused_by: tuple[str, ...] = ()
+    extensions: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema_ref(self) -> str:
+        """The schema the event is recorded as."""
+        return self.SCHEMA
+
+    @property
+    def mode(self) -> RecordMode:
+        """The record mode."""
+        return self.MODE
+
+    @property
+    def kind_label(self) -> str:
+        """The kind label the runtime records it with."""
+        return self.KIND_LABEL
+
+    def payload(self) -> dict[str, Any]:
+        """Return the record payload (``None`` fields left out, extensions kept)."""
+        out: dict[str, Any] = {}
+        for spec in _specs(type(self)):
+            value = getattr(self, spec.name)
+            if value is not None or spec.nullable:
+                out[spec.key] = _encode(value)
+        for key, value in self.extensions.items():
+            out.setdefault(key, value)
+        return out
+
+    def record_id(self) -> str:
+        """Return the record id the runtime's append gives this event."""
+        return record_digest(
+            self.schema_ref,
+            self.mode.value,
+            self.payload(),
+            self.caused_by,
+            runtime_witness_ref(),
+        )
+
+    def draft(self) -> RecordDraft:
+        """Return the kernel draft this event is appended as."""
+        return RecordDraft(
+            mode=self.mode.value,
+            schema_ref=self.schema_ref,
+            payload=self.payload(),
+            kind_label=self.kind_label,
+            caused_by_fact_ids=tuple(self.caused_by),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpaqueRecord(RuntimeEvent):
+    """A record of a schema no runtime event class knows (an agent's own facts).
+
+    Attributes:
+        record_schema: the stored schema ref.
+        record_mode: the stored mode.
+        record_kind_label: the stored kind label.
+        record_payload: the stored payload.
+    """
+
+    record_schema: str
+    record_mode: RecordMode
+    record_kind_label: str
+    record_payload: Mapping[str, Any]
+
+    @property
+    def schema_ref(self) -> str:
+        """The stored schema ref."""
+        return self.record_schema
+
+    @property
+    def mode(self) -> RecordMode:
+        """The stored mode."""
+        return self.record_mode
+
+    @property
+    def kind_label(self) -> str:
+        """The stored kind label."""
+        return self.record_kind_label
+
+    def payload(self) -> dict[str, Any]:
+        """Return the stored payload unchanged."""
+        return dict(self.record_payload)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedEvent:
+    """One decoded occurrence of a record on a path.
+
+    Attributes:
+        event: the typed event (an :class:`OpaqueRecord` for unknown schemas).
+        record_id: the stored record id (authoritative).
+        owner: the path the occurrence sits on.
+        ordinal: its ordinal on that path.
+        position: its store-global log position (``-1``: not in the log).
+        intent: the append intent that placed it.
+    """
+
+    event: RuntimeEvent
+    record_id: str
+    owner: str
+    ordinal: int
+    position: int = -1
+    intent: str = ""
+
+
+# ------------------------------------------------------------------ registry
+
+
+def register_event(cls: type[RuntimeEvent]) -> type[RuntimeEvent]:
+    """Register ``cls`` under its ``SCHEMA`` (class decorator).
+
+    Raises:
+        ValueError: the class has no schema, or the schema is taken.
+    """
+    if not cls.SCHEMA:
+        raise ValueError(f"{cls.__qualname__} has no SCHEMA")
+    if cls.SCHEMA in _UPCASTERS or _EVENTS.get(cls.SCHEMA, cls) is not cls:
+        raise ValueError(f"schema {cls.SCHEMA} is already registered")
+    _specs(cls)  # fail at import time on an unsupported field type
+    _EVENTS[cls.SCHEMA] = cls
+    return cls
+
+
+def register_upcaster(
+    schema_ref: str, target: type[RuntimeEvent], upcast: Upcaster
+) -> None:
+    """Register ``upcast`` turning a retired ``schema_ref`` into ``target``.
+
+    Raises:
+        ValueError: the schema ref is registered already.
+    """
+    if schema_ref in _EVENTS or schema_ref in _UPCASTERS:
+        raise ValueError(f"schema {schema_ref} is already registered")
+    _UPCASTERS[schema_ref] = (target, upcast)
+
+
+def event_class_for(schema_ref: str) -> type[RuntimeEvent] | None:
+    """Return the class a record of ``schema_ref`` decodes to (upcast included)."""
+    cls = _EVENTS.get(schema_ref)
+    if cls is not None:
+        return cls
+    upcast = _UPCASTERS.get(schema_ref)
+    return None if upcast is None else upcast[0]
+
+
+def is_runtime_schema(schema_ref: str) -> bool:
+    """Whether records of ``schema_ref`` decode to a runtime event (or upcast)."""
+    return schema_ref in _EVENTS or schema_ref in _UPCASTERS
+
+
+def runtime_schemas() -> frozenset[str]:
+    """Return every schema ref the runtime decodes, current and retired."""
+    return frozenset(_EVENTS) | frozenset(_UPCASTERS)
+
+
+# ------------------------------------------------------------------ decoding
+
+
+def decode_fact(record: Record, position: int = -1, intent: str = "") -> PlacedEvent:
+    """Decode one stored record occurrence (its ``view`` names the path).
+
+    Raises:
+        RecordDecodeError: a known schema whose mode or payload does not fit.
+    """
+    envelope = record.envelope
+    view = record.view
+    owner = view.trace_owner_id if view is not None else ""
+    ordinal = view.owner_ordinal if view is not None else -1
+    event = decode_payload(
+        envelope.schema_ref,
+        envelope.mode,
+        record.payload,
+        caused_by=envelope.caused_by_record_ids,
+        kind_label=view.kind_label if view is not None else envelope.schema_ref,
+        owner=owner,
+        record_id=envelope.record_id,
+        ordinal=ordinal,
+    )
+    return PlacedEvent(event, envelope.record_id, owner, ordinal, position, intent)
+
+
+def decode_payload(
+    schema_ref: str,
+    mode: str,
+    payload: Mapping[str, Any],
+    *,
+    caused_by: tuple[str, ...] = (),
+    kind_label: str = "",
+    owner: str = "",
+    record_id: str = "",
+    ordinal: int = -1,
+) -> RuntimeEvent:
+    """Decode a record's content into its event (strict; see the module docs).
+
+    Raises:
+        RecordDecodeError: a known schema whose mode or payload does not fit.
+    """
+    cls = _EVENTS.get(schema_ref)
+    upcast = _UPCASTERS.get(schema_ref)
+    if cls is None and upcast is None:
+        return OpaqueRecord(
+            caused_by=tuple(caused_by),
+            record_schema=schema_ref,
+            record_mode=RecordMode(mode),
+            record_kind_label=kind_label or schema_ref,
+            record_payload=dict(payload),
+        )
+
+    def fail(reason: str) -> RecordDecodeError:
+        return RecordDecodeError(record_id, schema_ref, owner, ordinal, reason)
+
+    if upcast is not None:
+        cls, upcaster = upcast
+        try:
+            payload = upcaster(payload, owner)
+        except (KeyError, TypeError, ValueError) as error:
+            raise fail(f"cannot upcast the retired shape: {error}") from None
+    assert cls is not None
+    if mode != cls.MODE.value and upcast is None:
+        raise fail(f"mode is {mode!r}, the schema is recorded as {cls.MODE.value!r}")
+    try:
+        return _build(cls, payload, tuple(caused_by))
+    except _MismatchError as error:
+        raise fail(str(error)) from None
+
+
+class _MismatchError(Exception):
+    """A payload value does not fit its field (internal to decoding)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """One payload key of an event class.
+
+    ``optional`` keys may be absent (a ``None`` default); ``nullable`` keys
+    are always present and may be ``null``.
+    """
+
+    name: str
+    key: str
+    hint: Any
+    optional: bool
+    nullable: bool
+
+
+_SPECS: dict[type[RuntimeEvent], tuple[_Spec, ...]] = {}
+
+
+def _specs(cls: type[RuntimeEvent]) -> tuple[_Spec, ...]:
+    specs = _SPECS.get(cls)
+    if specs is not None:
+        return specs
+    hints = typing.get_type_hints(cls)
+    found: list[_Spec] = []
+    for spec in dataclasses.fields(cls):
+        if spec.name in _BASE_FIELDS:
+            continue
+        full = hints[spec.name]
+        hint = _strip_none(full)
+        optional = spec.default is None
+        nullable = (hint is not full or hint is Any) and not optional
+        _check_supported(cls, spec.name, hint)
+        key = spec.metadata.get("key", spec.name)
+        found.append(_Spec(spec.name, key, hint, optional, nullable))
+    specs = tuple(found)
+    _SPECS[cls] = specs
+    return specs
+
+
+def _strip_none(hint: Any) -> Any:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return hint
+
+
+_SCALARS: Final = (str, int, bool)
+
+
+def _check_supported(cls: type, name: str, hint: Any) -> None:
+    origin = typing.get_origin(hint)
+    if hint in _SCALARS or hint in (WorkspaceState, Any) or origin is Mapping:
+        return
+    if origin is tuple and hint.__args__[1:] == (Ellipsis,):
+        _check_supported(cls, name, hint.__args__[0])
+        return
+    if isinstance(hint, type) and issubclass(hint, str):  # a StrEnum
+        return
+    raise TypeError(f"{cls.__qualname__}.{name}: unsupported field type {hint!r}")
+
+
+def _build(
+    cls: type[RuntimeEvent], payload: Mapping[str, Any], caused_by: tuple[str, ...]
+) -> RuntimeEvent:
+    if not isinstance(payload, Mapping):
+        raise _MismatchError("the payload is not an object")
+    values: dict[str, Any] = {}
+    extensions: dict[str, Any] = {}
+    specs = _specs(cls)
+    for spec in specs:
+        if spec.key not in payload:
+            if not spec.optional:
+                raise _MismatchError(f"payload.{spec.key} is missing")
+            continue
+        raw = payload[spec.key]
+        if raw is None and spec.nullable:
+            values[spec.name] = None
+            continue
+        if raw is None and spec.optional:
+            extensions[spec.key] = None  # an explicit null, re-emitted as is
+            continue
+        values[spec.name] = _decode(raw, spec.hint, f"payload.{spec.key}")
+    known = {spec.key for spec in specs}
+    for key, value in payload.items():
+        if key not in known:
+            extensions[key] = value
+    return cls(caused_by=caused_by, extensions=extensions, **values)
+
+
+def _decode(value: Any, hint: Any, path: str) -> Any:
+    if hint is Any:
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise _MismatchError(f"{path} must be a boolean, got {_kind(value)}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _MismatchError(f"{path} must be an integer, got {_kind(value)}")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise _MismatchError(f"{path} must be a string, got {_kind(value)}")
+        return value
+    if hint is WorkspaceState:
+        return _decode_state(value, path)
+    origin = typing.get_origin(hint)
+    if origin is Mapping:
+        return _decode_mapping(value, hint, path)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise _MismatchError(f"{path} must be an array, got {_kind(value)}")
+        item = hint.__args__[0]
+        return tuple(_decode(v, item, f"{path}[{i}]") for i, v in enumerate(value))
+    return _decode_enum(value, hint, path)
+
+
+def _decode_enum(value: Any, hint: type, path: str) -> Any:
+    if not isinstance(value, str):
+        raise _MismatchError(f"{path} must be a string, got {_kind(value)}")
+    try:
+        return hint(value)
+    except ValueError:
+        raise _MismatchError(f"{path} is {value!r}, not a known value") from None
+
+
+def _decode_mapping(value: Any, hint: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _MismatchError(f"{path} must be an object, got {_kind(value)}")
+    item = hint.__args__[1]
+    if item is str:
+        for key, inner in value.items():
+            if not isinstance(inner, str):
+                raise _MismatchError(
+                    f"{path}.{key} must be a string, got {_kind(inner)}"
+                )
+    return dict(value)
+
+
+_STATE_KEYS: Final = frozenset({"backend", "revision", "data"})
+
+
+def _decode_state(value: Any, path: str) -> WorkspaceState:
+    if not isinstance(value, Mapping) or set(value) != _STATE_KEYS:
+        raise _MismatchError(f"{path} must be a {{backend, revision, data}} object")
+    try:
+        state = WorkspaceState.from_json(value)
+    except (TypeError, ValueError) as error:
+        raise _MismatchError(f"{path}: {error}") from None
+    if state.to_json() != dict(value):
+        raise _MismatchError(f"{path} does not round-trip as a workspace state")
+    return state
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, WorkspaceState):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)

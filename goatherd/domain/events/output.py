@@ -1,0 +1,116 @@
+"""Retained-output events: sealed, claimed, settled.
+
+An output's records sit on the output's own path (``out:<owner>:<seq>``, its
+stream) and on the sealing scope's path. ``run_output.sealed`` freezes the
+state, the baseline and the change list (and, in newer records, the digest of
+the unified diff kept in the blob store). ``run_output.claimed`` is appended
+before a select or apply changes the parent's workspace: it also sits on the
+parent's path and names the workspace state it was decided against, so two
+settles into one parent cannot both win. ``run_output.settled`` consumes the
+output; after an apply it records the base it landed on and the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from goatherd.domain.events.base import RuntimeEvent, register_event
+from goatherd.domain.records import RecordMode
+from goatherd.domain.settlement import SettlementAction
+from goatherd.domain.workspace import WorkspaceState
+
+__all__ = ["OutputClaimed", "OutputSealed", "OutputSettled"]
+
+_DECL: Final = RecordMode.DECLARATION
+_CAPT: Final = RecordMode.CAPTURE
+
+
+@register_event
+@dataclass(frozen=True, kw_only=True)
+class OutputSealed(RuntimeEvent):
+    """A scope's workspace was sealed as an output.
+
+    Attributes:
+        output_id: ``out:<owner>:<seq>``.
+        scope: the sealing scope's id.
+        backend: the sealed state's backend.
+        revision: the sealed state's revision.
+        state_digest: the sealed state's digest.
+        baseline_digest: the fork baseline's digest.
+        change_count: how many changes.
+        state: the sealed state.
+        baseline: the fork baseline.
+        changes: ``{path, kind}`` per change, in diff order.
+        diff_blob: the blob address (``sha256:<hex>``) of the stored unified diff.
+        diff_truncated: whether the stored diff was cut at the blob limit.
+    """
+
+    SCHEMA = "goatherd.run_output.sealed.v1"
+    MODE = _DECL
+    KIND_LABEL = "run_output:sealed"
+
+    output_id: str
+    scope: str
+    backend: str
+    revision: str
+    state_digest: str
+    baseline_digest: str
+    change_count: int
+    state: WorkspaceState
+    baseline: WorkspaceState
+    changes: tuple[Mapping[str, str], ...]
+    diff_blob: str | None = None
+    diff_truncated: bool | None = None
+
+
+@register_event
+@dataclass(frozen=True, kw_only=True)
+class OutputClaimed(RuntimeEvent):
+    """A settle claimed the output before its workspace effect.
+
+    Attributes:
+        output_id: the output.
+        action: the claiming settle's verb.
+        settle_intent: the claiming settle's append-intent id.
+        parent_owner: the parent whose workspace the effect changes (absent
+            in older records).
+        base_digest: the parent's workspace digest the claim was decided on.
+    """
+
+    SCHEMA = "goatherd.run_output.claimed.v1"
+    MODE = _DECL
+    KIND_LABEL = "run_output:claimed"
+
+    output_id: str
+    action: SettlementAction
+    settle_intent: str
+    parent_owner: str | None = None
+    base_digest: str | None = None
+
+
+@register_event
+@dataclass(frozen=True, kw_only=True)
+class OutputSettled(RuntimeEvent):
+    """An output was consumed (caused by its sealed record).
+
+    Attributes:
+        output_id: the output.
+        action: the verb.
+        state_digest: the sealed state's digest.
+        parent_owner: the parent the effect landed on (select/apply).
+        base_digest: the parent's digest the effect was applied onto.
+        result_digest: the parent's digest after the effect.
+    """
+
+    SCHEMA = "goatherd.run_output.settled.v1"
+    MODE = _CAPT
+    KIND_LABEL = "run_output:settled"
+
+    output_id: str
+    action: SettlementAction
+    state_digest: str
+    parent_owner: str | None = None
+    base_digest: str | None = None
+    result_digest: str | None = None
