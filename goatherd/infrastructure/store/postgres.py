@@ -3,17 +3,17 @@
 Writers on PostgreSQL hold no global lock through their commit (ADR 0036).
 Each append transaction locks only what it touches (advisory transaction locks
 on its owners and its intent), plans, and then calls ``goatherd_allocate``
-once. That function takes a session-level advisory lock for one statement,
-makes the transaction take its transaction id, draws the transaction's log
-positions and commit numbers from two sequences, and releases the lock. So
-transaction ids and positions are allocated in the same order: a transaction
-with a smaller id holds smaller positions.
+once. Under a session-level advisory lock held for that one statement, the
+function draws the transaction's log positions and commit numbers from two
+sequences and takes an advisory transaction lock named by its first position
+(and its first commit number), which it holds until it ends.
 
-A reader then only trusts rows whose writer's transaction id is below the
-``xmin`` of its snapshot (every transaction below it has ended): that set is
-a prefix of the log, so a follower never passes a position that commits
-later. A transaction that dies after allocating leaves its positions unused
-(ADR 0036 says when that can happen and what ``verify`` reports).
+A reader first calls ``goatherd_safe``: under the allocation lock (shared),
+the smallest position still held in ``pg_locks`` minus one, else the highest
+position ever drawn. Every position at or below it has ended: committed (so
+visible to the reader's next statement) or rolled back for good. A follower
+reading up to it never passes a position that commits later. A transaction
+that dies after allocating leaves its positions unused (ADR 0036).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "COMMITS_SEQUENCE",
     "DDL",
     "POSITIONS_SEQUENCE",
+    "SAFE_SQL",
     "SAFE_TXID_SQL",
     "lock_key",
     "sequence_restart",
@@ -56,12 +57,22 @@ BEGIN
             SELECT COALESCE(max(position) + 1, 0) INTO floor FROM path_entries;
             first_position := GREATEST(first_position, floor);
             PERFORM setval('{POSITIONS_SEQUENCE}', first_position + positions - 1);
+            -- Held until this transaction ends: readers see it in pg_locks
+            -- and stop below it (goatherd_safe).
+            PERFORM pg_advisory_xact_lock(
+                (first_position >> 32)::integer,
+                (first_position & 4294967295)::bit(32)::integer
+            );
         END IF;
         IF commits > 0 THEN
             first_commit := nextval('{COMMITS_SEQUENCE}');
             SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
             first_commit := GREATEST(first_commit, floor);
             PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
+            PERFORM pg_advisory_xact_lock(
+                ((first_commit >> 32) | 1073741824)::integer,
+                (first_commit & 4294967295)::bit(32)::integer
+            );
         END IF;
     EXCEPTION WHEN OTHERS THEN
         PERFORM pg_advisory_unlock({ALLOCATE_LOCK_KEY});
@@ -75,13 +86,64 @@ $fn$""".replace("{ALLOCATE_LOCK_KEY}", str(ALLOCATE_LOCK_KEY))
     .replace("{COMMITS_SEQUENCE}", COMMITS_SEQUENCE)
 )
 
+# Returns ARRAY[safe position, safe commit number]: every allocation at or
+# below them has ended (committed, or rolled back for good). Taken between
+# allocations (the allocation lock, shared), from the allocations still held
+# (pg_locks) and the highest ever drawn (the sequences, or committed rows an
+# import wrote).
+_SAFE_FUNCTION: Final = (
+    """
+CREATE OR REPLACE FUNCTION goatherd_safe()
+RETURNS bigint[] LANGUAGE plpgsql AS $fn$
+DECLARE
+    held_position bigint;
+    held_commit bigint;
+    top_position bigint;
+    top_commit bigint;
+BEGIN
+    PERFORM pg_advisory_lock_shared({ALLOCATE_LOCK_KEY});
+    BEGIN
+        SELECT min(CASE WHEN classid < 1073741824 THEN k END),
+               min(CASE WHEN classid >= 1073741824
+                        THEN k - (1073741824::bigint << 32) END)
+          INTO held_position, held_commit
+          FROM (SELECT classid, (classid::bigint << 32) | objid::bigint AS k
+                  FROM pg_locks
+                 WHERE locktype = 'advisory' AND objsubid = 2 AND granted
+                   AND database = (SELECT oid FROM pg_database
+                                    WHERE datname = current_database())) held;
+        SELECT CASE WHEN is_called THEN last_value ELSE -1 END
+          INTO top_position FROM {POSITIONS_SEQUENCE};
+        SELECT CASE WHEN is_called THEN last_value ELSE -1 END
+          INTO top_commit FROM {COMMITS_SEQUENCE};
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM pg_advisory_unlock_shared({ALLOCATE_LOCK_KEY});
+        RAISE;
+    END;
+    PERFORM pg_advisory_unlock_shared({ALLOCATE_LOCK_KEY});
+    top_position := GREATEST(top_position,
+        (SELECT COALESCE(max(position), -1) FROM path_entries));
+    top_commit := GREATEST(top_commit,
+        (SELECT COALESCE(max(commit_seq), -1) FROM append_intents));
+    RETURN ARRAY[COALESCE(held_position - 1, top_position),
+                 COALESCE(held_commit - 1, top_commit)];
+END
+$fn$""".replace("{ALLOCATE_LOCK_KEY}", str(ALLOCATE_LOCK_KEY))
+    .replace("{POSITIONS_SEQUENCE}", POSITIONS_SEQUENCE)
+    .replace("{COMMITS_SEQUENCE}", COMMITS_SEQUENCE)
+)
+
 DDL: Final = (
     f"CREATE SEQUENCE IF NOT EXISTS {POSITIONS_SEQUENCE} AS bigint "
     "MINVALUE 0 START WITH 0",
     f"CREATE SEQUENCE IF NOT EXISTS {COMMITS_SEQUENCE} AS bigint "
     "MINVALUE 0 START WITH 0",
     _ALLOCATE_FUNCTION,
+    _SAFE_FUNCTION,
 )
+
+SAFE_SQL: Final = "SELECT goatherd_safe()"
+"""Returns ``[safe position, safe commit number]`` (the readers' high-water mark)."""
 
 ALLOCATE_SQL: Final = "SELECT goatherd_allocate(?, ?)"
 

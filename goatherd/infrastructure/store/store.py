@@ -17,13 +17,14 @@ import logging
 import os
 import select as select_module
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
-from sqlalchemy import Connection, Engine, func, or_, select, text
+from sqlalchemy import Connection, Engine, func, select
 
 from goatherd.domain.contexts import OperationContext
 from goatherd.domain.effects import EffectEvent
@@ -78,7 +79,7 @@ from goatherd.infrastructure.store.engine import (
 )
 from goatherd.infrastructure.store.outages import outages
 from goatherd.infrastructure.store.plan import prepare, resolve_ids
-from goatherd.infrastructure.store.postgres import SAFE_TXID_SQL
+from goatherd.infrastructure.store.postgres import SAFE_SQL
 from goatherd.infrastructure.store.reader import (
     DEFAULT_CACHE_BYTES,
     ContentCache,
@@ -168,6 +169,9 @@ class SqlAlchemyTraceStore:
         self._queue: CommitQueue[Member] = CommitQueue(self._commit_group)
         self._contexts: dict[object, OperationContext] = {}
         self._shared: dict[str, object] = {}
+        # The highest position this store object committed (PostgreSQL
+        # readers of this store wait until every append below it ended).
+        self._own_position = -1
 
     # ------------------------------------------------------------ lifecycle
 
@@ -320,6 +324,37 @@ class SqlAlchemyTraceStore:
         if self._read_only:
             raise ReadOnlyStoreError("this trace store was opened read-only")
 
+    def _safe_position(self) -> int:
+        """Return the log position every reader may read up to (PostgreSQL).
+
+        At or below it every append has ended (ADR 0036). A store also reads
+        its own appends: when it committed past that mark, it waits (up to
+        its busy timeout) for the appends still running below them.
+
+        Raises:
+            StoreUnavailableError: an append below this store's own stayed
+                unfinished beyond the busy timeout.
+        """
+        deadline = None
+        delay = 0.0005
+        while True:
+            with self._reading() as reader:
+                ((safe,),) = reader.driver.rows(SAFE_SQL)
+            position = int(safe[0])
+            if position >= self._own_position:
+                return position
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self._busy_timeout_ms / 1000
+            elif now >= deadline:
+                raise StoreUnavailableError(
+                    f"trace store unavailable: an append below position "
+                    f"{self._own_position} has not finished in "
+                    f"{self._busy_timeout_ms} ms"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
     # ---------------------------------------------------------------- append
 
     def append(
@@ -431,6 +466,9 @@ class SqlAlchemyTraceStore:
     publish_frontier = publish_cut
 
     def _after_commit(self, plans: list[MemberPlan]) -> None:
+        for plan in plans:
+            if plan.records:
+                self._own_position = max(self._own_position, plan.records[-1].position)
         cache = self._cache
         cache.add_contexts(c for plan in plans for c in plan.new_contexts)
         cache.add_records(
@@ -690,7 +728,7 @@ class SqlAlchemyTraceStore:
             .limit(max(limit, 0))
         )
         if self._high_water:
-            stmt = stmt.where(_SAFE_ROW)
+            stmt = stmt.where(path_entries.c.position <= self._safe_position())
         if schema_refs is not None:
             stmt = stmt.join(
                 records, records.c.record_id == path_entries.c.record_id
@@ -704,12 +742,7 @@ class SqlAlchemyTraceStore:
         """
         stmt = select(func.max(path_entries.c.position))
         if self._high_water:
-            stmt = (
-                select(path_entries.c.position)
-                .where(path_entries.c.position.is_not(None), _SAFE_ROW)
-                .order_by(path_entries.c.position.desc())
-                .limit(1)
-            )
+            stmt = stmt.where(path_entries.c.position <= self._safe_position())
         with self._reading() as reader:
             value = reader.conn.execute(stmt).scalar()
         return -1 if value is None else int(value)
@@ -933,13 +966,6 @@ def _rollback(raw: Any, postgres: bool) -> None:
     except Exception:  # the connection is gone; the outage reports it
         _LOG.debug("rollback after a failed append failed", exc_info=True)
 
-
-# A row every writer that could still commit a smaller position has ended
-# for: its writer's transaction id is below the snapshot's xmin (ADR 0036).
-_SAFE_ROW = or_(
-    path_entries.c.txid.is_(None),
-    path_entries.c.txid < text(f"(SELECT {SAFE_TXID_SQL})"),
-)
 
 _LOG_COLUMNS = (
     path_entries.c.record_id,
