@@ -44,6 +44,7 @@ from goatherd.domain.identity import (
 from goatherd.domain.records import FRONTIER_SCHEMA_REF, WITNESS_OWNER
 from goatherd.domain.workspace import WorkspaceState
 from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     SCHEMA_VERSION,
@@ -58,6 +59,7 @@ from goatherd.infrastructure.store.schema import (
     record_edges,
     records,
 )
+from goatherd.infrastructure.store.sealing import seal
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
 
 __all__ = [
@@ -689,3 +691,5 @@ def _write(store: SqlAlchemyTraceStore, plan: _Plan) -> None:
             .where(meta.c.key == META_NEXT_COMMIT)
             .values(value=str(plan.next_position))
         )
+        # Number the imported commits and link the chain (ADR 0038).
+        seal(Driver(conn))

@@ -46,7 +46,11 @@ from goatherd.domain.records import (
     RetainedContextDraft,
 )
 from goatherd.infrastructure.store import postgres as pg
-from goatherd.infrastructure.store.codec import decode_record, storage_json
+from goatherd.infrastructure.store.chain import commit_digest, link, parse_meta
+from goatherd.infrastructure.store.codec import (
+    decode_envelope,
+    storage_json,
+)
 from goatherd.infrastructure.store.driver import Driver, placeholders
 from goatherd.infrastructure.store.plan import (
     ROOT_WITNESS,
@@ -57,8 +61,9 @@ from goatherd.infrastructure.store.plan import (
     prepare,
     witness_for_context,
 )
-from goatherd.infrastructure.store.reader import StoreReader
+from goatherd.infrastructure.store.reader import CachedRecord, StoreReader
 from goatherd.infrastructure.store.schema import META_HEAD, META_NEXT_COMMIT
+from goatherd.infrastructure.store.sealing import seal
 from goatherd.infrastructure.store.staging import (
     GroupReplay,
     MemberPlan,
@@ -92,6 +97,7 @@ class Member:
     expected_heads: Mapping[str, int] | None = None
     outcome: AppendOutcome | None = None
     error: BaseException | None = None
+    frontier: tuple[str, str, str, int, str] | None = None
 
     @property
     def finished(self) -> bool:
@@ -127,6 +133,14 @@ def run_group(reader: StoreReader, members: Sequence[Member]) -> list[MemberPlan
         if isinstance(result, MemberPlan):
             plans.append(result)
             member.outcome = AppendOutcome(_UNBOUND, result)
+            result.frontier = (
+                None
+                if member.frontier is None
+                else (
+                    *member.frontier,
+                    result.records[0].record_id,
+                )
+            )
         elif isinstance(result, GroupReplay):
             replays.append((member, result.plan))
         else:
@@ -136,6 +150,7 @@ def run_group(reader: StoreReader, members: Sequence[Member]) -> list[MemberPlan
     if postgres:
         _read_retained(reader, plans, state)
     txid = _bind(reader.driver, plans, state, postgres)
+    _chain(plans, state, postgres)
     persist_group(reader, plans, state, txid=txid, counters=not postgres)
     for member in members:
         if member.outcome is not None and member.outcome.plan is not None:
@@ -165,6 +180,15 @@ def _bind(
     state.positions += max(first_position, 0)
     state.commits += max(first_commit, 0)
     return txid
+
+
+def _chain(plans: Sequence[MemberPlan], state: TxnState, postgres: bool) -> None:
+    """Digest each commit; on SQLite also link it (its predecessor is known)."""
+    for plan in plans:
+        plan.commit_digest = commit_digest(plan.content(), checked=False)
+        if not postgres:
+            assert state.head is not None
+            state.head = plan.head_digest = link(state.head, plan.commit_digest)
 
 
 # ------------------------------------------------------------------ state
@@ -272,7 +296,7 @@ def _read_state_postgres(
     state_rows, retained, clashing = results[len(locks) :]
     state = TxnState(positions=0, commits=0)
     _fill_state(state, state_rows)
-    state.stored_records.update((row[0], decode_record(*row)) for row in retained)
+    state.stored_records.update(_retained(row) for row in retained)
     if clashing:
         state.contexts.update(reader.contexts(row[0] for row in clashing))
     return state
@@ -304,7 +328,13 @@ def _read_retained(
     )
     if missing:
         rows = reader.driver.rows(_RECORDS_AMONG + placeholders(len(missing)), missing)
-        state.stored_records.update((row[0], decode_record(*row)) for row in rows)
+        state.stored_records.update(_retained(row) for row in rows)
+
+
+def _retained(row: Sequence[Any]) -> tuple[str, CachedRecord]:
+    """A stored record as the writer compares it: envelope and stored body text."""
+    envelope = decode_envelope(*row[:6])
+    return row[0], (envelope, row[6] if isinstance(row[6], str) else "")
 
 
 _LOCK_SQL = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(?::bigint[]) AS k"
@@ -330,7 +360,12 @@ def _read_state(
         if META_NEXT_COMMIT not in meta:
             raise TraceStoreError("trace store meta is missing next_commit_seq")
         state.positions = int(meta[META_NEXT_COMMIT])
-        state.commits = int(meta.get(META_HEAD, "0").split(" ", 1)[0])
+        state.commits, state.head = parse_meta(meta.get(META_HEAD))
+        if state.head is None:
+            # A trace not linked yet (written before the chain, imported):
+            # link it inside this transaction, once.
+            sealed = seal(sql)
+            state.commits, state.head = sealed.commits, sealed.digest
     return state
 
 
@@ -438,7 +473,19 @@ def publish_in(
     )
     publisher = spec.publisher_trace_owner_id or spec.target_trace_owner_id
     batch = _frontier_batch(context, spec, publisher, through_ordinal)
-    member = Member(prepare(context, batch, contexts))
+    exists = bool(reader.driver.rows(_FRONTIER_EXISTS_SQL, (spec.frontier_id,)))
+    member = Member(
+        prepare(context, batch, contexts),
+        frontier=None
+        if exists
+        else (
+            spec.frontier_id,
+            spec.target_trace_owner_id,
+            spec.through_fact_id,
+            through_ordinal,
+            publisher,
+        ),
+    )
     plans = run_group(reader, [member])
     if member.error is not None:
         raise member.error
@@ -451,25 +498,13 @@ def publish_in(
         publisher_trace_owner_id=publisher,
         created_by_fact_id=member.outcome.receipt.fact_ids[0],
     )
-    if reader.driver.rows(_FRONTIER_EXISTS_SQL, (spec.frontier_id,)):
+    if exists:  # a replay, or another intent naming the same frontier id
         stored = read_cutoff(reader, spec.frontier_id)
         if stored != cut:
             raise TraceStoreError(
                 f"frontier id '{spec.frontier_id}' already names a different cutoff"
             )
         return stored, member, plans
-    reader.driver.run(
-        _INSERT_FRONTIER,
-        (
-            cut.frontier_id,
-            cut.target_trace_owner_id,
-            cut.through_fact_id,
-            cut.through_owner_ordinal,
-            cut.publisher_trace_owner_id,
-            cut.created_by_fact_id,
-            batch.append_intent_id,
-        ),
-    )
     return cut, member, plans
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
@@ -26,6 +27,7 @@ from goatherd.domain.records import (
 __all__ = [
     "decode_body",
     "decode_context",
+    "decode_envelope",
     "decode_receipt",
     "decode_record",
     "encode_receipt",
@@ -54,13 +56,31 @@ def decode_record(
     Raises:
         TraceStoreError: a corrupt row (the reference's decode-time checks).
     """
+    envelope = decode_envelope(
+        record_id, digest, schema_ref, mode, witness_ref, caused_by_json
+    )
+    return envelope, RecordBody(payload=decode_body(body_json))
+
+
+def decode_envelope(
+    record_id: str,
+    digest: str,
+    schema_ref: str,
+    mode: str,
+    witness_ref: str,
+    caused_by_json: str,
+) -> RecordEnvelope:
+    """Decode the identity columns of a ``records`` row (everything but the body).
+
+    Raises:
+        TraceStoreError: a corrupt row (the reference's decode-time checks).
+    """
     if record_id != digest:
         raise TraceStoreError("record_id must equal digest")
     parents = _loads(caused_by_json, "caused_by_json")
     if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
         raise TraceStoreError("caused_by_json must decode to a list")
-    payload = decode_body(body_json)
-    envelope = RecordEnvelope(
+    return RecordEnvelope(
         record_id=record_id,
         digest=digest,
         schema_ref=schema_ref,
@@ -68,7 +88,6 @@ def decode_record(
         witness_ref=witness_ref,
         caused_by_record_ids=tuple(parents),
     )
-    return envelope, RecordBody(payload=payload)
 
 
 def decode_body(body_json: str) -> dict[str, Any]:
@@ -184,6 +203,14 @@ def encode_refs(refs: Sequence[str]) -> str:
     """Return the stored form of a context ref array."""
     if not refs:
         return "[]"
+    if type(refs) is tuple:
+        return _encode_ref_tuple(refs)
+    return storage_json(list(refs), root="refs")
+
+
+@lru_cache(maxsize=1024)
+def _encode_ref_tuple(refs: tuple[str, ...]) -> str:
+    # Most appends repeat a few ref tuples (an environment, an authority).
     return storage_json(list(refs), root="refs")
 
 

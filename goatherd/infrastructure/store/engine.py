@@ -23,10 +23,15 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, inspect, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from goatherd.domain.errors import NotATraceStoreError, ReadRequestError
+from goatherd.domain.errors import (
+    NotATraceStoreError,
+    ReadRequestError,
+    StoreUnavailableError,
+)
 from goatherd.infrastructure.store.checkpointer import SAFETY_NET_PAGES
 from goatherd.infrastructure.store.migration import (
     install_postgres_functions,
@@ -116,31 +121,97 @@ def sqlite_engine(
     return engine
 
 
-def sqlite_read_only_engine(path: str) -> Engine:
-    """Return an engine that opens an existing SQLite file read-only (``mode=ro``).
+def sqlite_read_only_engine(path: str, *, live: bool = False) -> Engine:
+    """Return an engine that reads an existing SQLite trace and never writes.
+
+    Works on a read-only file or directory, and creates no ``-wal``/``-shm``
+    files of its own:
+
+    - a ``-wal`` file exists (a writer is at work, or left changes not yet
+      copied back): ``mode=ro``, which reads through the WAL and the writer's
+      ``-shm`` (even read-only ones);
+    - no ``-wal``: the file holds every commit; ``immutable=1`` reads it with
+      no locks and no side files. Such a store does not see commits a writer
+      makes after it opened, and must not stay open while a writer works
+      (``live=True`` is for that: ``mode=ro`` always, which in a writable
+      directory leaves the ``-wal``/``-shm`` SQLite needs for it).
 
     Raises:
-        NotATraceStoreError: the file is missing or empty.
+        NotATraceStoreError: the file is missing, empty, or a directory.
+        StoreUnavailableError: the WAL holds changes this user cannot read
+            (a read-only directory with no ``-shm``).
     """
     file = Path(path)
-    if not file.is_file():
-        raise NotATraceStoreError(f"no trace database at {path}: file not found")
-    if file.stat().st_size == 0:
-        raise NotATraceStoreError(f"{path} is empty, not a trace database")
-    uri = "file:" + quote(os.fspath(file.resolve())) + "?mode=ro"
+    wal = Path(f"{file}-wal")
+    try:
+        if file.is_dir():
+            raise NotATraceStoreError(f"{path} is a directory, not a trace database")
+        if not file.is_file():
+            raise NotATraceStoreError(f"no trace database at {path}: file not found")
+        if file.stat().st_size == 0:
+            raise NotATraceStoreError(f"{path} is empty, not a trace database")
+        resolved = quote(os.fspath(file.resolve()))
+        mode = "mode=ro" if live or wal.exists() else "immutable=1"
+    except OSError as error:
+        raise StoreUnavailableError(
+            f"cannot open {path} read-only: {error.strerror or error}"
+        ) from error
+    uri = f"file:{resolved}?{mode}"
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
+    _probe(connect, path, wal)
     engine = create_engine("sqlite://", creator=connect)
     _install_sqlite_hooks(engine, pragmas=(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",))
     _install_text_guard(engine)
     return engine
 
 
-def postgres_engine(url: str, **options: Any) -> Engine:
-    """Return a pooled engine for a ``postgresql+psycopg://`` URL."""
+def _probe(connect: Any, path: str, wal: Path) -> None:
+    try:
+        probe = connect()
+    except sqlite3.OperationalError as error:
+        raise StoreUnavailableError(
+            f"cannot open {path} read-only: {' '.join(str(error).split())}"
+        ) from error
+    try:
+        probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as error:
+        if _not_a_database(error):
+            raise NotATraceStoreError(
+                f"{path} is not a usable trace database: {error}"
+            ) from error
+        raise StoreUnavailableError(
+            f"cannot read {path}: {' '.join(str(error).split())}"
+            + (
+                " (its WAL holds changes; open it once where the directory is writable)"
+                if wal.exists()
+                else ""
+            )
+        ) from error
+    finally:
+        probe.close()
+
+
+def postgres_engine(url: str, *, read_only: bool = False, **options: Any) -> Engine:
+    """Return a pooled engine for a ``postgresql+psycopg://`` URL.
+
+    ``read_only``: every session is ``default_transaction_read_only``, so the
+    server itself refuses a write.
+    """
     options.setdefault("pool_pre_ping", True)
+    if read_only:
+        # Keep the URL's own server options (a search_path, say): connect_args
+        # would replace them.
+        parsed = make_url(url)
+        flags = parsed.query.get("options", "")
+        if not isinstance(flags, str):
+            flags = " ".join(flags)
+        read_only_flag = "-c default_transaction_read_only=on"
+        url = parsed.update_query_dict(
+            {"options": f"{flags} {read_only_flag}".strip()}
+        ).render_as_string(hide_password=False)
     engine = create_engine(url, **options)
     _install_text_guard(engine)
     return engine

@@ -50,6 +50,12 @@ from goatherd.domain.records import (
     RetainedContextDraft,
 )
 from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.limits import (
+    DEFAULT_LIMITS,
+    AppendLimits,
+    check_batch,
+    check_payload_size,
+)
 
 __all__ = [
     "ContextLookup",
@@ -64,6 +70,7 @@ __all__ = [
     "context_requests",
     "explicit_parents",
     "group_context",
+    "legacy_digest",
     "prepare",
     "resolve_ids",
     "validate_batch",
@@ -176,10 +183,8 @@ class Prepared:
     ids: tuple[DraftIds, ...] | None
     deferred: DomainError | None = None
 
-    @property
-    def intent_id(self) -> str:
-        """The batch's append intent id."""
-        return self.batch.append_intent_id
+    intent_id: str = ""
+    """The batch's append intent id (set by :func:`prepare`)."""
 
     def reused_contexts(self) -> tuple[str, ...]:
         """The ids of the stored contexts this batch reuses."""
@@ -204,6 +209,7 @@ def prepare(
     context: OperationContext,
     batch: AppendBatch,
     contexts: ContextLookup,
+    limits: AppendLimits = DEFAULT_LIMITS,
 ) -> Prepared:
     """Shape-check ``batch`` and compute what it can without the store.
 
@@ -211,12 +217,14 @@ def prepare(
         context: the append's operation context.
         batch: the batch.
         contexts: retained contexts already known (for reused context ids).
+        limits: the store's input limits.
 
     Raises:
-        BatchShapeError, CanonicalEncodingError: the shape checks of
-            kernel-spec 5.1 step 3 (raised at once).
+        BatchShapeError, CanonicalEncodingError: the field checks of
+            ``limits.py`` and the shape checks of kernel-spec 5.1 step 3
+            (raised at once).
     """
-    normalized = validate_batch(batch)
+    normalized = validate_batch(batch, limits)
     digest = batch_digest(context, batch, normalized)
     requests = {r.group_index: r for r in context_requests(context, batch)}
     groups = tuple(
@@ -226,7 +234,14 @@ def prepare(
     )
     owners = tuple(dict.fromkeys(g.trace_owner_id for g in batch.groups))
     prepared = Prepared(
-        context, batch, digest, groups, owners, explicit_parents(batch), None
+        context,
+        batch,
+        digest,
+        groups,
+        owners,
+        explicit_parents(batch),
+        None,
+        intent_id=batch.append_intent_id,
     )
     if any(g.context.reuse_id not in contexts for g in groups if g.context.new is None):
         return prepared
@@ -250,6 +265,7 @@ def _with(
         prepared.parents,
         ids,
         deferred,
+        prepared.intent_id,
     )
 
 
@@ -335,28 +351,52 @@ def witness_for_context(actor_ref: str, retained: RetainedContext) -> StagedWitn
 # ------------------------------------------------------------------ shapes
 
 
-def validate_batch(batch: AppendBatch) -> tuple[tuple[NormalizedDraft, ...], ...]:
-    """Check a batch's shape and encode every payload (kernel-spec 5.1 step 3).
+def validate_batch(
+    batch: AppendBatch,
+    limits: AppendLimits = DEFAULT_LIMITS,
+    *,
+    legacy_del: bool = False,
+) -> tuple[tuple[NormalizedDraft, ...], ...]:
+    """Check a batch's fields and shape, and encode every payload (5.1 step 3).
+
+    ``legacy_del``: keep a raw DEL (U+007F) in the storage JSON, as versions
+    before schema v2 did (only to recognize their stored batch digests).
 
     Returns:
         the normalized drafts of each group, in batch order.
 
     Raises:
-        BatchShapeError: the reference's shape errors, and a group targeting
-            the witness owner path (quirk 18.15).
+        BatchShapeError: a field of the wrong type, with NUL, or over its
+            limit; the reference's shape errors; a group targeting the
+            witness owner path (quirk 18.15).
         CanonicalTypeError: a payload value JSON cannot hold.
         CanonicalValueError: NaN, an infinity or a lone surrogate in a payload.
     """
+    check_batch(batch, limits)
     if not batch.append_intent_id:
         raise BatchShapeError("append_intent_id is required")
     if batch.atomicity != "atomic":
         raise BatchShapeError("SQLiteTraceStore only supports atomic append batches")
     local_ids: set[str] = set()
-    return tuple(_validate_group(group, local_ids) for group in batch.groups)
+    groups = tuple(
+        _validate_group(group, local_ids, f"groups[{index}]", limits, legacy_del)
+        for index, group in enumerate(batch.groups)
+    )
+    total = sum(len(item.payload_json) for group in groups for item in group)
+    if total > limits.batch_payload_bytes:
+        raise BatchShapeError(
+            f"the batch's payloads are {total} bytes of JSON, over the store's "
+            f"{limits.batch_payload_bytes}-byte batch limit; append them in parts"
+        )
+    return groups
 
 
 def _validate_group(
-    group: AppendGroup, local_ids: set[str]
+    group: AppendGroup,
+    local_ids: set[str],
+    path: str,
+    limits: AppendLimits,
+    legacy_del: bool,
 ) -> tuple[NormalizedDraft, ...]:
     if not group.trace_owner_id:
         raise BatchShapeError("trace_owner_id is required")
@@ -365,10 +405,21 @@ def _validate_group(
             f"cannot append to the witness owner path {WITNESS_OWNER!r}: "
             "the store alone retains witnesses there"
         )
-    return tuple(_validate_draft(draft, local_ids) for draft in group.fact_drafts)
+    return tuple(
+        _validate_draft(
+            draft, local_ids, f"{path}.fact_drafts[{index}]", limits, legacy_del
+        )
+        for index, draft in enumerate(group.fact_drafts)
+    )
 
 
-def _validate_draft(draft: RecordDraft, local_ids: set[str]) -> NormalizedDraft:
+def _validate_draft(
+    draft: RecordDraft,
+    local_ids: set[str],
+    path: str,
+    limits: AppendLimits,
+    legacy_del: bool,
+) -> NormalizedDraft:
     if draft.mode not in RECORD_MODES:
         raise BatchShapeError("fact mode must be 'capture' or 'declaration'")
     if draft.append_local_id is not None:
@@ -383,17 +434,34 @@ def _validate_draft(draft: RecordDraft, local_ids: set[str]) -> NormalizedDraft:
             f"fact payload must be a JSON object, got {type(payload).__name__}"
         )
     # One strict encoding serves the stored JSON, the batch digest and the
-    # record id: both flavours differ only in how non-ASCII text is written,
-    # and a parsed-back payload encodes to the same text (floats and ints
-    # print as they parse, keys stay sorted), so the round trip of quirk
-    # 18.1 changes no byte of either.
+    # record id: both flavours differ only in how text outside printable
+    # ASCII is written (the storage flavour escapes non-ASCII and DEL,
+    # U+007F), and a parsed-back payload encodes to the same text (floats
+    # and ints print as they parse, keys stay sorted), so the round trip of
+    # quirk 18.1 changes no byte of either.
     value = payload if type(payload) is dict else dict(payload)
     digest_json = canonical_json_text(value, root="payload")
-    if digest_json.isascii():
+    if digest_json.isascii() and (legacy_del or "\x7f" not in digest_json):
         payload_json = digest_json
     else:
         payload_json = storage_json(value, root="payload")
+    check_payload_size(path, len(payload_json), limits)
     return NormalizedDraft(draft, payload_json, digest_json)
+
+
+def legacy_digest(prepared: Prepared) -> str | None:
+    """Return the batch digest versions before schema v2 stored, if it differs.
+
+    They kept a raw DEL (U+007F) in the storage JSON of an otherwise ASCII
+    payload; other implementations escape it (and so do we now). Replaying
+    such an intent must still find its stored receipt. ``None``: no DEL.
+    """
+    if not any(
+        "\x7f" in item.digest_json for group in prepared.groups for item in group.drafts
+    ):
+        return None
+    groups = validate_batch(prepared.batch, legacy_del=True)
+    return batch_digest(prepared.context, prepared.batch, groups)
 
 
 # ------------------------------------------------------------------ digests

@@ -25,14 +25,15 @@ __all__ = [
     "ALLOCATE_SQL",
     "COMMITS_SEQUENCE",
     "DDL",
+    "INT64_MAX",
     "POSITIONS_SEQUENCE",
     "SAFE_SQL",
-    "SAFE_TXID_SQL",
     "lock_key",
     "sequence_restart",
 ]
 
 ALLOCATE_LOCK_KEY: Final = 0x60A7_A110
+INT64_MAX: Final = 2**63 - 1
 POSITIONS_SEQUENCE: Final = "goatherd_positions"
 COMMITS_SEQUENCE: Final = "goatherd_commits"
 
@@ -146,9 +147,6 @@ SAFE_SQL: Final = "SELECT goatherd_safe()"
 """Returns ``[safe position, safe commit number]`` (the readers' high-water mark)."""
 
 ALLOCATE_SQL: Final = "SELECT goatherd_allocate(?, ?)"
-
-SAFE_TXID_SQL: Final = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
-"""Below this transaction id every writer has ended (the high-water mark)."""
 
 
 def lock_key(kind: str, name: str) -> int:

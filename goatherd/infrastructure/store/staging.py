@@ -27,17 +27,23 @@ from goatherd.domain.errors import (
     UnknownFactError,
 )
 from goatherd.domain.records import WITNESS_OWNER, AppendReceipt, RetainedContext
-from goatherd.infrastructure.store.codec import decode_receipt, encode_receipt
+from goatherd.infrastructure.store.chain import CommitContent, FrontierRow
+from goatherd.infrastructure.store.codec import (
+    decode_receipt,
+    encode_receipt,
+    encode_refs,
+)
 from goatherd.infrastructure.store.plan import (
     ROOT_WITNESS,
     DraftIds,
     Prepared,
     StagedWitness,
     group_context,
+    legacy_digest,
     resolve_ids,
     witness_for_context,
 )
-from goatherd.infrastructure.store.reader import RecordContent
+from goatherd.infrastructure.store.reader import CachedRecord
 
 __all__ = ["GroupReplay", "MemberPlan", "StagedRecord", "TxnState", "stage"]
 
@@ -59,6 +65,8 @@ class TxnState:
         stored_records: on PostgreSQL, the stored content of staged record
             ids that were already retained (read before writing, since a
             pipelined insert reports no row count).
+        head: the chained head after the last commit (SQLite, where every
+            commit links itself; ``None`` on PostgreSQL).
     """
 
     positions: int
@@ -68,7 +76,8 @@ class TxnState:
     existing: set[str] = field(default_factory=set)
     contexts: dict[str, RetainedContext] = field(default_factory=dict)
     witnesses: set[str] = field(default_factory=set)
-    stored_records: dict[str, RecordContent] = field(default_factory=dict)
+    stored_records: dict[str, CachedRecord] = field(default_factory=dict)
+    head: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,9 @@ class MemberPlan:
     commit_seq: int
     receipt: AppendReceipt | None = None
     receipt_json: str = ""
+    frontier: FrontierRow | None = None
+    commit_digest: str | None = None
+    head_digest: str | None = None
 
     def bind(self, first_position: int, first_commit: int) -> None:
         """Shift offsets by the drawn numbers (0, 0 on SQLite) and build the receipt."""
@@ -117,6 +129,79 @@ class MemberPlan:
             context_receipts=self.context_receipts,
         )
         self.receipt_json = encode_receipt(self.receipt)
+
+    def content(self) -> CommitContent:
+        """Return what this commit writes, in the form the chain covers."""
+        prepared = self.prepared
+        return CommitContent(
+            commit_seq=self.commit_seq,
+            append_intent_id=prepared.intent_id,
+            batch_digest=prepared.digest,
+            receipt_json=self.receipt_json,
+            contexts=[
+                (
+                    c.context_id,
+                    encode_refs(c.active_binding_refs),
+                    encode_refs(c.capability_witness_refs),
+                    encode_refs(c.semantic_environment_refs),
+                    encode_refs(c.visibility_policy_refs),
+                    c.substrate_ref,
+                    c.containment,
+                )
+                for c in self.new_contexts
+            ],
+            entries=[
+                *(
+                    (
+                        WITNESS_OWNER,
+                        n,
+                        w.record_id,
+                        "",
+                        w.kind_label,
+                        f"witness:{w.record_id}",
+                        None,
+                    )
+                    for w, n in self.new_witnesses
+                ),
+                *(
+                    (
+                        r.owner,
+                        r.ordinal,
+                        r.record_id,
+                        r.context_id,
+                        r.kind_label,
+                        f"commit:{r.position}",
+                        r.position,
+                    )
+                    for r in self.records
+                ),
+            ],
+            records=[
+                *(
+                    (
+                        w.record_id,
+                        w.record_id,
+                        w.schema_ref,
+                        "capture",
+                        w.witness_ref,
+                        (),
+                    )
+                    for w, _ in self.new_witnesses
+                ),
+                *(
+                    (
+                        r.record_id,
+                        r.record_id,
+                        r.schema_ref,
+                        r.mode,
+                        r.witness_ref,
+                        r.parents,
+                    )
+                    for r in self.records
+                ),
+            ],
+            frontiers=() if self.frontier is None else (self.frontier,),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +246,7 @@ def stage(
     """
     stored = state.intents.get(prepared.intent_id)
     if stored is not None:
-        if stored[0] != prepared.digest:
+        if stored[0] != prepared.digest and stored[0] != legacy_digest(prepared):
             raise AppendIntentConflictError(
                 f"append intent '{prepared.intent_id}' was already committed "
                 "with different content"

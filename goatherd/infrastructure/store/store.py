@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
@@ -66,6 +67,7 @@ from goatherd.infrastructure.store.authority import (
     publish_context,
     read_context,
 )
+from goatherd.infrastructure.store.chain import ChainReport, TraceHead, parse_head
 from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt
 from goatherd.infrastructure.store.commits import CommitQueue
@@ -76,6 +78,14 @@ from goatherd.infrastructure.store.engine import (
     begin_immediate,
     ensure_schema,
     sqlite_engine,
+)
+from goatherd.infrastructure.store.limits import (
+    DEFAULT_LIMITS,
+    INT64_MAX,
+    AppendLimits,
+    check_expected_heads,
+    check_int,
+    check_text,
 )
 from goatherd.infrastructure.store.outages import outages
 from goatherd.infrastructure.store.plan import prepare, resolve_ids
@@ -93,6 +103,12 @@ from goatherd.infrastructure.store.schema import (
     owner_ordinals,
     path_entries,
     records,
+)
+from goatherd.infrastructure.store.sealing import (
+    linked_head,
+    read_head,
+    seal,
+    verify_chain,
 )
 from goatherd.infrastructure.store.slices import (
     assemble_slice,
@@ -136,7 +152,9 @@ class SqlAlchemyTraceStore:
     touch. The returned payload objects are shared with the store's cache:
     treat them as read-only.
 
-    ``cache_bytes`` bounds the in-process content cache (default 8 MiB).
+    ``cache_bytes`` bounds the in-process content cache (default 8 MiB);
+    ``limits`` bounds what an append accepts (identifier and payload sizes,
+    ``AppendLimits``).
     """
 
     def __init__(
@@ -148,7 +166,13 @@ class SqlAlchemyTraceStore:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         schema: str = SCHEMA_VERSION,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        limits: AppendLimits = DEFAULT_LIMITS,
     ) -> None:
+        if not isinstance(limits, AppendLimits):
+            raise TypeError(
+                f"limits must be an AppendLimits, got {type(limits).__name__}"
+            )
+        self._limits = limits
         self._engine = engine
         self._schema = schema
         self._busy_timeout_ms = busy_timeout_ms
@@ -260,13 +284,14 @@ class SqlAlchemyTraceStore:
                 writer.rollback()
         return writer
 
-    def _write(self, work: Callable[[StoreReader], _R]) -> _R:
+    def _write(self, work: Callable[[StoreReader], _R], *, pipeline: bool = True) -> _R:
         """Run ``work`` in one write transaction on the held connection.
 
         Driver-level ``BEGIN IMMEDIATE``/``COMMIT`` on SQLite (SQLAlchemy's
         begin and commit bookkeeping cost about as much as two statements),
-        the connection's own transaction on PostgreSQL. The caller holds the
-        store lock.
+        the connection's own transaction on PostgreSQL, pipelined unless
+        ``work`` streams with server-side cursors. The caller holds the store
+        lock.
         """
         self._refuse_if_read_only()
         try:
@@ -276,7 +301,7 @@ class SqlAlchemyTraceStore:
                 assert raw is not None
                 reader = StoreReader(writer, self._cache)
                 if self._postgres:
-                    result = _pipelined(raw, lambda: work(reader))
+                    result = _pipelined(raw, lambda: work(reader), pipeline)
                 else:
                     begin_immediate(raw, self._busy_timeout_ms)
                     try:
@@ -380,7 +405,9 @@ class SqlAlchemyTraceStore:
         """
         operation = self._append_context(context)
         self._refuse_if_read_only()
-        member = Member(prepare(operation, batch, self._cache.contexts), expected_heads)
+        check_expected_heads(expected_heads)
+        prepared = prepare(operation, batch, self._cache.contexts, self._limits)
+        member = Member(prepared, expected_heads)
         self._queue.submit(member)
         if member.error is not None:
             raise member.error
@@ -433,7 +460,7 @@ class SqlAlchemyTraceStore:
         consulted.
         """
         operation = append_context(context)
-        prepared = prepare(operation, batch, self._cache.contexts)
+        prepared = prepare(operation, batch, self._cache.contexts, self._limits)
         if prepared.deferred is not None:
             raise prepared.deferred
         ids = prepared.ids
@@ -523,6 +550,64 @@ class SqlAlchemyTraceStore:
                 # look failed. Subscribers repair from the store.
                 _LOG.exception("effect bus publish failed for %s", staged.record_id)
 
+    # ----------------------------------------------------------------- chain
+
+    def trace_head(self) -> TraceHead:
+        """Return the trace's head: how many commits, and the chained digest.
+
+        Note it down outside the trace (``str(head)``); a later
+        ``verify_chain(expect=head)`` tells whether anything it covers was
+        rewritten or truncated since. A writable store links any commit not
+        linked yet first (PostgreSQL writers link lazily, ADR 0038); a
+        read-only store computes those links without storing them.
+        """
+        if not self._read_only:
+            return self.seal()
+        with self._reading() as reader:
+            if not self._legacy:
+                head = linked_head(reader.driver)
+                if head is not None:
+                    return head
+            return verify_chain(reader.driver, legacy=self._legacy).head
+
+    def _link_if_needed(self) -> None:
+        """Link a trace a previous version (or an import) left unlinked."""
+        with self._reading() as reader:
+            _, digest = read_head(reader.driver)
+        if digest is None:
+            self.seal()
+
+    def seal(self) -> TraceHead:
+        """Link every commit that can be linked now; return the stored head.
+
+        Idempotent. Needed explicitly only after rows were written other than
+        by ``append`` (an import into an empty store); appends link themselves
+        (SQLite) or are linked by the next ``trace_head``/``seal`` (PostgreSQL).
+
+        Raises:
+            ReadOnlyStoreError: the store is read-only.
+            TraceStoreError: a row too malformed to digest (``verify`` says more).
+        """
+        with self._lock:
+            return self._write(lambda reader: seal(reader.driver), pipeline=False)
+
+    def verify_chain(self, expect: str | TraceHead | None = None) -> ChainReport:
+        """Recompute the whole chain from the rows and compare it with the stored.
+
+        Never writes. ``expect``: a head noted earlier (``TraceHead`` or its
+        printed form); ``report.expected`` says whether the trace still has it.
+
+        Raises:
+            ValueError: ``expect`` is not a head.
+        """
+        wanted = parse_head(expect) if isinstance(expect, str) else expect
+        with self._reading() as reader:
+            return verify_chain(reader.driver, wanted, legacy=self._legacy)
+
+    @property
+    def _legacy(self) -> bool:
+        return self._schema != SCHEMA_VERSION
+
     # ----------------------------------------------------------------- reads
 
     def read_fact(
@@ -534,6 +619,7 @@ class SqlAlchemyTraceStore:
             UnknownFactError: ``unknown fact id: X``.
         """
         operation = read_context(context, visibility)
+        check_text(record_id, "record_id")
         with self._reading() as reader:
             entry = reader.first_entries((record_id,)).get(record_id)
             if entry is None:
@@ -551,6 +637,8 @@ class SqlAlchemyTraceStore:
         """Read an owner path's entries with ordinal <= ``through`` (anchors on)."""
         operation = read_context(context)
         check_mode_filter(mode_filter)
+        check_text(owner, "owner")
+        check_int(through, "through", -(2**63))
         with self._reading() as reader:
             entries = reader.owner_entries(owner, through)
             return assemble_slice(
@@ -663,6 +751,7 @@ class SqlAlchemyTraceStore:
 
     def read_append_intent(self, intent_id: str) -> AppendReceipt | None:
         """Return the stored receipt of a committed intent, or ``None``."""
+        check_text(intent_id, "intent_id")
         with self._reading() as reader:
             text = reader.conn.execute(
                 select(append_intents.c.receipt_json).where(
@@ -673,7 +762,7 @@ class SqlAlchemyTraceStore:
 
     def heads(self, owners: Collection[str]) -> dict[str, int]:
         """Return each owner's stored next ordinal (0 for an unknown owner), at once."""
-        wanted = sorted(set(owners))
+        wanted = sorted({check_text(owner, "owner") for owner in owners})
         if not wanted:
             return {}
         with self._reading() as reader:
@@ -690,6 +779,7 @@ class SqlAlchemyTraceStore:
 
         Informational: commit times are outside every record's identity.
         """
+        check_text(intent_id, "intent_id")
         with self._reading() as reader:
             text = reader.conn.execute(
                 select(append_intents.c.committed_at).where(
@@ -700,6 +790,7 @@ class SqlAlchemyTraceStore:
 
     def head(self, owner: str) -> int:
         """Return the owner's stored next ordinal (0 for an unknown owner)."""
+        check_text(owner, "owner")
         with self._reading() as reader:
             value = reader.conn.execute(
                 select(owner_ordinals.c.next_ordinal).where(
@@ -720,7 +811,15 @@ class SqlAlchemyTraceStore:
         On PostgreSQL only positions below the safe high-water mark are
         returned (ADR 0036): a reader never passes a position that a
         transaction still running will commit.
+
+        Raises:
+            ReadRequestError: ``after`` or ``limit`` outside 64-bit integers
+                (``after`` from -1), or a schema ref that is not text.
         """
+        check_int(after, "after", -1)
+        check_int(limit, "limit", -INT64_MAX)
+        if schema_refs is not None:
+            schema_refs = [check_text(ref, "schema ref") for ref in schema_refs]
         stmt = (
             select(*_LOG_COLUMNS)
             .where(path_entries.c.position > after)
@@ -753,7 +852,14 @@ class SqlAlchemyTraceStore:
         """Return ``owner``'s path entries with ordinal > ``after_ordinal``, in order.
 
         Witness path entries (which have no log position) report position -1.
+
+        Raises:
+            ReadRequestError: a bad owner, ordinal or limit.
         """
+        check_text(owner, "owner")
+        check_int(after_ordinal, "after_ordinal", -1)
+        if limit is not None:
+            check_int(limit, "limit", -INT64_MAX)
         stmt = (
             select(*_LOG_COLUMNS)
             .where(path_entries.c.path_ref == owner)
@@ -769,10 +875,11 @@ class SqlAlchemyTraceStore:
 
         Witness path entries (which have no log position) report position -1.
         """
+        refs = [check_text(ref, "schema ref") for ref in schema_refs]
         stmt = (
             select(*_LOG_COLUMNS)
             .join(records, records.c.record_id == path_entries.c.record_id)
-            .where(records.c.schema_ref.in_(list(schema_refs)))
+            .where(records.c.schema_ref.in_(refs))
             .order_by(path_entries.c.path_ref, path_entries.c.path_ordinal)
         )
         return self._log_entries(stmt)
@@ -895,23 +1002,32 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
         durability: str = "normal",
         busy_timeout_ms: int | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        limits: AppendLimits = DEFAULT_LIMITS,
     ) -> None:
         location = os.fspath(path)
+        created = _check_location(location)
         engine = sqlite_engine(location, durability, busy_timeout_ms)
         try:
-            ensure_schema(engine, _timeout(busy_timeout_ms))
+            with outages:
+                ensure_schema(engine, _timeout(busy_timeout_ms))
         except BaseException:
             engine.dispose()
+            if created:
+                _remove_created(location)
             raise
         super().__init__(
             engine,
             serialize_reads=location == ":memory:",
             cache_bytes=cache_bytes,
-            busy_timeout_ms=BUSY_TIMEOUT_MS
-            if busy_timeout_ms is None
-            else busy_timeout_ms,
+            busy_timeout_ms=_timeout(busy_timeout_ms),
+            limits=limits,
         )
         self.path = location
+        try:
+            self._link_if_needed()
+        except BaseException:
+            self.close()
+            raise
         if location != ":memory:":
             self._checkpointer = WalCheckpointer(
                 location, synchronous=DURABILITY_LEVELS[durability]
@@ -932,14 +1048,56 @@ def _locked_read(
         yield StoreReader(conn, cache)
 
 
+def _check_location(location: str) -> bool:
+    """Refuse a path no trace can live at; return whether the file is new.
+
+    Raises:
+        StoreUnavailableError: a directory, or a missing parent directory.
+    """
+    if location == ":memory:":
+        return False
+    file = Path(location)
+    try:
+        if file.is_dir():
+            raise StoreUnavailableError(
+                f"cannot open trace store {location}: it is a directory"
+            )
+        if not file.parent.is_dir():
+            raise StoreUnavailableError(
+                f"cannot open trace store {location}: directory {file.parent} "
+                "does not exist"
+            )
+        return not file.exists()
+    except OSError as error:
+        raise StoreUnavailableError(
+            f"cannot open trace store {location}: {error.strerror or error}"
+        ) from error
+
+
+def _remove_created(location: str) -> None:
+    # Creating the schema failed (a full disk, a read-only directory): leave
+    # no empty or half-made file behind, so a retry starts clean.
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            Path(location + suffix).unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            _LOG.warning("could not remove %s%s", location, suffix, exc_info=True)
+
+
 def _timeout(busy_timeout_ms: int | None) -> int:
     # Read at call time: tests lower the module default for stores they open.
     return engine_module.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
 
 
-def _pipelined(raw: Any, work: Callable[[], _R]) -> _R:
+def _pipelined(raw: Any, work: Callable[[], _R], pipeline: bool = True) -> _R:
     """Run ``work`` and commit in a psycopg pipeline: writes go out together."""
     try:
+        if not pipeline:
+            result = work()
+            raw.commit()
+            return result
         with raw.pipeline():
             result = work()
             raw.commit()

@@ -15,9 +15,10 @@ from collections.abc import Iterable, Sequence
 
 from goatherd.domain.errors import TraceStoreError
 from goatherd.domain.records import WITNESS_OWNER, RecordBody, RetainedContext
+from goatherd.infrastructure.store.chain import meta_value
 from goatherd.infrastructure.store.codec import (
     decode_body,
-    decode_record,
+    decode_envelope,
     encode_refs,
     storage_json,
 )
@@ -60,8 +61,8 @@ def persist_group(
                 p.prepared.digest,
                 p.receipt_json,
                 p.commit_seq,
-                None,
-                None,
+                p.commit_digest,
+                p.head_digest,
                 txid,
             )
             for p in plans
@@ -73,14 +74,22 @@ def persist_group(
     sql.run_many(
         _INSERT_ENTRY, [_entry_row(r, p, txid) for p in plans for r in p.records]
     )
+    sql.run_many(
+        _INSERT_FRONTIER,
+        [(*p.frontier, p.prepared.intent_id) for p in plans if p.frontier is not None],
+    )
     owners = {owner for p in plans for owner in p.ranges}
     if any(p.new_witnesses for p in plans):
         owners.add(WITNESS_OWNER)
     sql.run_many(_UPSERT_ORDINAL, [(o, state.ordinals[o]) for o in sorted(owners)])
     if counters:
+        assert state.head is not None
         sql.run_many(
             _UPSERT_META,
-            [(META_NEXT_COMMIT, str(state.positions)), (META_HEAD, str(state.commits))],
+            [
+                (META_NEXT_COMMIT, str(state.positions)),
+                (META_HEAD, meta_value(state.commits, state.head)),
+            ],
         )
 
 
@@ -212,7 +221,9 @@ def _drop_retained(
         rows = reader.driver.rows(prefix + placeholders(len(chunk)), (*intents, *chunk))
         for row in rows:
             record, _ = fresh.pop(row[0])
-            _check_same_record(record, decode_record(*row))
+            envelope = decode_envelope(*row[:6])
+            body = row[6] if isinstance(row[6], str) else ""
+            _check_same_record(record, (envelope, body))
 
 
 def _check_same_record(record: StagedRecord, stored: CachedRecord) -> None:
@@ -325,6 +336,11 @@ _INSERT_ENTRY = (
 _UPSERT_ORDINAL = (
     "INSERT INTO owner_ordinals (trace_owner_id, next_ordinal) VALUES (?, ?) "
     "ON CONFLICT (trace_owner_id) DO UPDATE SET next_ordinal = excluded.next_ordinal"
+)
+_INSERT_FRONTIER = (
+    "INSERT INTO frontiers (frontier_id, target_trace_owner_id, through_fact_id, "
+    "through_owner_ordinal, publisher_trace_owner_id, created_by_fact_id, "
+    "append_intent_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _UPSERT_META = (
     "INSERT INTO meta (key, value) VALUES (?, ?) "
