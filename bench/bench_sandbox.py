@@ -3,26 +3,40 @@
 Issue targets: capture <= 20 ms, apply <= 40 ms, diff <= 20 ms, an isolated
 fork (worktree create + apply of the fork state) <= 250 ms. The memory
 backend is timed on the same shape for reference.
+
+Confined exec (issue 14, no target): one Landlock exec of ``true`` with each
+process-control mechanism, against baselines measured in the same rounds -
+``true`` started directly, the launcher's bare interpreter start
+(``python -I -S -B -c pass``), and an unsupervised launcher that restricts
+itself and execs (what the backend did before issue 14: no fork, no tree
+kill, no cgroup) - so the ratio to it is the cost of supervision.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.timing import per_call_seconds
-from goatherd.application import SandboxSpec
+from goatherd.application import ExecRequest, SandboxSpec
 from goatherd.infrastructure.sandbox import (
+    LandlockBackend,
     MemorySandbox,
     MemorySandboxConfig,
+    ProcessControl,
+    landlock_abi,
     new_local_git_sandbox,
     new_worktree_sandbox,
 )
+from goatherd.infrastructure.sandbox.launch import landlock_sys
 
 FILES = 2000
 CHANGED = 10
@@ -160,7 +174,78 @@ def _bench_fork_on(where: str) -> None:
         print(f"git isolated fork with the repository on {where}: {_ms(seconds)}")
 
 
+EXEC_ROUNDS = 40
+SANDBOX_DIR = str(Path(landlock_sys.__file__).parents[1])
+UNSUPERVISED = [
+    sys.executable,
+    *("-I", "-S", "-B", "-c"),
+    "import os, sys; sys.path.append(sys.argv[1]); "
+    "from launch.landlock_sys import abi_version, restrict_self; "
+    "restrict_self([sys.argv[2], '/dev/null'], False, abi_version()); "
+    "os.execvp('true', ['true'])",
+]
+
+
+def _exec_rounds(root: Path) -> dict[str, list[tuple[float, float]]]:
+    """Time every variant once per round, interleaved, so load hits all alike."""
+    request = ExecRequest("true")
+    variants: dict[str, Callable[[], object]] = {
+        "true, started directly": lambda: subprocess.run(["true"], check=True),
+        "bare launcher interpreter": lambda: subprocess.run(
+            [sys.executable, "-I", "-S", "-B", "-c", "pass"], check=True, env={}
+        ),
+        "unsupervised restrict-and-exec": lambda: subprocess.run(
+            [*UNSUPERVISED, SANDBOX_DIR, str(root)], check=True, env={}
+        ),
+    }
+    for control in (ProcessControl.CGROUP, ProcessControl.SUBREAPER):
+        backend = LandlockBackend(process_control=control)
+        try:
+            backend.probe()
+        except Exception as exc:
+            print(f"confined exec with {control}: not available here ({exc})")
+            continue
+        variants[f"confined exec, {control}"] = lambda b=backend: b.run(  # type: ignore[misc]
+            request, writable_roots=[str(root)], cwd=str(root)
+        )
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    for _ in range(EXEC_ROUNDS):
+        for name, fn in variants.items():
+            cpu, start = _cpu_seconds(), time.perf_counter()
+            fn()
+            wall = time.perf_counter() - start
+            samples[name].append((wall, _cpu_seconds() - cpu))
+    return samples
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its reaped children (the launchers, commands)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _bench_exec(root: Path) -> None:
+    if landlock_abi() < 1:
+        print("confined exec: this kernel has no Landlock")
+        return
+    samples = _exec_rounds(root)
+    wall = {n: statistics.median(w for w, _ in s) for n, s in samples.items()}
+    cpu = {n: statistics.median(c for _, c in s) for n, s in samples.items()}
+    base = "unsupervised restrict-and-exec"
+    load = os.getloadavg()[0]
+    print(f"confined exec of true, median of {EXEC_ROUNDS} interleaved rounds", end="")
+    print(f" (load {load:.1f}); ratios to the unsupervised launcher:")
+    for name in samples:
+        print(
+            f"  {name}: wall {_ms(wall[name])} ({wall[name] / wall[base]:.2f} x), "
+            f"CPU {_ms(cpu[name])} ({cpu[name] / cpu[base]:.2f} x)"
+        )
+
+
 def run() -> None:
+    with tempfile.TemporaryDirectory(prefix="goatherd-bench-") as tmp:
+        _bench_exec(Path(tmp))
     with tempfile.TemporaryDirectory(prefix="goatherd-bench-") as tmp:
         _bench_git(Path(tmp))
     if Path("/dev/shm").is_dir():

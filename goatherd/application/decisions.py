@@ -71,6 +71,15 @@ class Decision:
         return written | set(self.guards)
 
     @property
+    def drafts_in_order(self) -> list[tuple[str, RuntimeEvent]]:
+        """``(owner, event)`` for every draft of :meth:`batch`, in batch order."""
+        groups: dict[str, list[RuntimeEvent]] = {}
+        for owners, event in self.placements:
+            for owner in owners:
+                groups.setdefault(owner, []).append(event)
+        return [(owner, event) for owner, events in groups.items() for event in events]
+
+    @property
     def events(self) -> list[RuntimeEvent]:
         """The events, in record order."""
         return [event for _, event in self.placements]
@@ -132,6 +141,7 @@ def record_decision(
         except OrdinalConflictError as conflict:
             last = conflict
             continue
+        model.adopt(decision.drafts_in_order, receipt)
         _fault(faults, "after-commit", intent)
         return receipt
     assert last is not None

@@ -17,6 +17,8 @@ Hierarchy::
         ContainmentError               a command could not be confined
           ContainmentUnavailableError  the kernel cannot enforce the policy
         ExecTimeoutError               a sandboxed command outran its timeout
+        InvalidExecRequestError        an exec request field has the wrong type or
+                                       bytes (also ``ValueError``)
 
 Every message names what was wrong. A failing operation leaves the workspace as
 it found it unless the docstring of the operation says otherwise.
@@ -34,6 +36,7 @@ __all__ = [
     "ContainmentUnavailableError",
     "ExecTimeoutError",
     "GitError",
+    "InvalidExecRequestError",
     "InvalidWorkspaceStateError",
     "NoSandboxError",
     "SandboxConfigError",
@@ -166,3 +169,11 @@ class ContainmentUnavailableError(ContainmentError):
 
 class ExecTimeoutError(SandboxError, TimeoutError):
     """Raised when a sandboxed command outran its timeout; it was killed."""
+
+
+class InvalidExecRequestError(SandboxError, ValueError):
+    """Raised before anything runs for an exec request field of the wrong type or bytes.
+
+    The message names the field (``command``, ``args[2]``, ``env NAME``,
+    ``timeout``, ``stdin``) and what is wrong with it.
+    """

@@ -15,12 +15,13 @@ the position it decided at (see :mod:`goatherd.application.decisions`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from goatherd.application.runtime import RuntimeTrace
 from goatherd.domain import (
+    AppendReceipt,
     CheckpointAggregate,
     CheckpointCreated,
     LogEntry,
@@ -43,7 +44,6 @@ from goatherd.domain import (
 __all__ = ["RecordCounts", "RuntimeModel"]
 
 _PAGE: Final = 2000
-_BULK: Final = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +102,9 @@ class RuntimeModel:
     def refresh(self) -> int:
         """Fold every runtime record committed since the last refresh.
 
-        A long way behind (a new process on a long trace), the log is read
-        filtered to the runtime's schemas; a short tail is read whole and
-        filtered here, which keeps every refresh proportional to what is new.
+        A new model, or one a page or more behind, reads the log filtered to
+        the runtime's schemas; a short tail is read whole and filtered here,
+        which keeps every refresh one query, proportional to what is new.
 
         Returns:
             The position folded through.
@@ -115,10 +115,10 @@ class RuntimeModel:
                 is folded until it is fixed.
         """
         with self._lock:
-            top = self._trace.max_position()
-            if top <= self._position:
-                return self._position
-            bulk = top - self._position > _BULK
+            # A new model (or one far behind) reads the log filtered to the
+            # runtime's schemas; otherwise the tail is read whole (one query,
+            # empty when nothing is new) and filtered here.
+            bulk = self._position < 0
             while True:
                 entries = self._trace.read_log(
                     self._position,
@@ -129,6 +129,46 @@ class RuntimeModel:
                     self._fold_entry(entry)
                 if len(entries) < self._page:
                     return self._position
+                bulk = True  # a full page: far behind
+
+    def adopt(
+        self,
+        placed: Sequence[tuple[str, RuntimeEvent]],
+        receipt: AppendReceipt,
+    ) -> bool:
+        """Fold this process's own committed append without reading it back.
+
+        ``placed`` lists the batch's drafts in batch order (owner, event). The
+        append is folded only when its positions directly follow what the
+        model has folded (nothing else committed in between); otherwise the
+        next refresh reads it from the log like any other.
+
+        Returns:
+            Whether the append was folded.
+        """
+        positions = [_position_of(r) for r in receipt.commit_receipts]
+        if len(positions) != len(placed) or len(receipt.fact_ids) != len(placed):
+            return False
+        with self._lock:
+            if positions != list(
+                range(self._position + 1, self._position + 1 + len(positions))
+            ):
+                return False
+            next_ordinal = {o: r[0] for o, r in receipt.owner_ordinal_ranges.items()}
+            for (owner, event), record_id, position in zip(
+                placed, receipt.fact_ids, positions, strict=True
+            ):
+                ordinal = next_ordinal[owner]
+                next_ordinal[owner] = ordinal + 1
+                fact = PlacedEvent(
+                    event, record_id, owner, ordinal, position, receipt.append_intent_id
+                )
+                self._fold.apply(fact)
+                self._count(fact)
+                self._last_on_path[owner] = position
+                self._known_heads[owner] = ordinal + 1
+                self._position = position
+            return True
 
     def _fold_entry(self, entry: LogEntry) -> None:
         view = entry.record.view
@@ -219,3 +259,9 @@ class RuntimeModel:
             kids = [] if scope is None else list(scope.children)
             found = [self._catalog.scopes.get(kid) for kid in kids]
         yield from (kid for kid in found if kid is not None)
+
+
+def _position_of(commit_receipt: str) -> int:
+    """Return ``n`` of a ``commit:n`` receipt (``-1`` if it is not one)."""
+    prefix, _, number = commit_receipt.partition(":")
+    return int(number) if prefix == "commit" and number.isdigit() else -1

@@ -19,7 +19,7 @@ from goatherd.infrastructure.inspection import (
     resolve_record_id,
     trace_stats,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.integrity import IntegrityReport, verify_trace
 
 __all__ = ["register"]
 
@@ -52,9 +52,12 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     stats.set_defaults(func=cmd_stats)
 
     verify = sub.add_parser(
-        "verify", help="recompute every id and check ordinals, parents and frontiers"
+        "verify", help="recompute and cross-check every stored row of the trace"
     )
     add_db_argument(verify)
+    verify.add_argument(
+        "--all", action="store_true", help="report every problem, not only the first"
+    )
     add_json_flag(verify)
     verify.set_defaults(func=cmd_verify)
 
@@ -168,36 +171,46 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Recompute and cross-check everything; exit 1 naming the first bad record."""
+    """Recompute and cross-check everything; exit 1 naming the first bad row."""
     bar = ProgressBar()
     with open_read_only(args.db) as store:
-        report = verify_trace(store, progress=bar)
+        report = verify_trace(store, progress=bar, max_problems=None if args.all else 1)
     bar.finish()
     if args.json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "records": report.records,
-                "path_entries": report.path_entries,
-                "log_positions": report.log_positions,
-                "frontiers": report.frontiers,
-                "intents": report.intents,
-                "problems": [
-                    {"check": p.check, "record_id": p.record_id, "detail": p.detail}
-                    for p in report.problems
-                ],
-            }
-        )
+        emit_json(_verify_json(report))
         return 0 if report.ok else 1
     if report.ok:
         print(
             f"ok: {report.records} records, {report.path_entries} path entries, "
-            f"{report.log_positions} log positions, "
-            f"{report.frontiers} frontiers verified"
+            f"{report.log_positions} log positions, {report.intents} intents, "
+            f"{report.contexts} contexts, {report.frontiers} frontiers, "
+            f"{report.checkpoint_blobs} checkpoint blobs verified"
         )
         return 0
     first = report.problems[0]
     print(f"verify failed: {first}", file=sys.stderr)
-    for problem in report.problems[1:10]:
+    for problem in report.problems[1:]:
         print(f"  also: {problem}", file=sys.stderr)
+    hidden = report.problem_count - len(report.problems)
+    if hidden:
+        print(f"  and {hidden} more problems (--all lists them)", file=sys.stderr)
     return 1
+
+
+def _verify_json(report: IntegrityReport) -> dict[str, object]:
+    return {
+        "ok": report.ok,
+        "records": report.records,
+        "path_entries": report.path_entries,
+        "log_positions": report.log_positions,
+        "frontiers": report.frontiers,
+        "intents": report.intents,
+        "contexts": report.contexts,
+        "checkpoint_blobs": report.checkpoint_blobs,
+        "materializations": report.materializations,
+        "problem_count": report.problem_count,
+        "problems": [
+            {"check": p.check, "record_id": p.record_id, "detail": p.detail}
+            for p in report.problems
+        ],
+    }

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from typing import IO
+
+from sqlalchemy.engine import make_url
 
 from goatherd.cli.common import (
     Subparsers,
     add_db_argument,
     open_read_only,
-    open_writable,
 )
 from goatherd.cli.output import ProgressBar
-from goatherd.infrastructure.portability import export_trace, import_trace
+from goatherd.infrastructure.portability import export_trace
+from goatherd.infrastructure.trace_import import (
+    DEFAULT_MAX_LINE_BYTES,
+    ImportSummary,
+    import_trace_to,
+    read_export_lines,
+)
 
 __all__ = ["register"]
 
@@ -34,7 +41,24 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     imp.add_argument(
         "target", metavar="NEWDB", help="a new database: a path or SQLAlchemy URL"
     )
+    imp.add_argument(
+        "--max-line-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"refuse lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
+    )
     imp.set_defaults(func=cmd_import)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -53,20 +77,27 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Prove every line of the export, then write it in one transaction."""
+    """Prove every line of the export while writing it in one transaction."""
     bar = ProgressBar()
-    target = args.target
-    if "://" not in target and Path(target).exists() and Path(target).stat().st_size:
-        raise ValueError(f"{target} already exists: import into a new database")
     if args.source == "-":
-        lines = sys.stdin.readlines()
+        summary = _import(sys.stdin.buffer, args)
     else:
-        lines = Path(args.source).read_text(encoding="utf-8").splitlines(keepends=True)
-    with open_writable(target) as store:
-        summary = import_trace(lines, store, progress=bar)
+        with open(args.source, "rb") as source:
+            summary = _import(source, args)
     bar.finish()
     print(
         f"imported {summary.intents} intents, {summary.records} records, "
-        f"{summary.path_entries} path entries into {target}"
+        f"{summary.path_entries} path entries into {_shown(args.target)}"
     )
     return 0
+
+
+def _import(source: IO[bytes], args: argparse.Namespace) -> ImportSummary:
+    lines = read_export_lines(source, args.max_line_bytes)
+    return import_trace_to(args.target, lines, max_line_bytes=args.max_line_bytes)
+
+
+def _shown(target: str) -> str:
+    if "://" not in target:
+        return target
+    return make_url(target).render_as_string(hide_password=True)

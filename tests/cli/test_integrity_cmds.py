@@ -3,14 +3,42 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
 
 import goatherd
 from goatherd.cli import main
 from goatherd.infrastructure.store import SQLiteTraceStore
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """A new, empty database; its URL carries a password (trust auth ignores it)."""
+    base = os.environ.get("GOATHERD_TEST_DB_URL")
+    if not base:
+        pytest.skip("GOATHERD_TEST_DB_URL is not set (no PostgreSQL server)")
+    url = make_url(base)
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    name = f"import_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield url.set(database=name, password="secret").render_as_string(
+            hide_password=False
+        )
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 class TestVerify:
@@ -99,8 +127,12 @@ class TestExportImport:
         err = capsys.readouterr().err
         assert f"line {number}:" in err
         assert "forged id or edited content" in err
-        with SQLiteTraceStore(str(target)) as store:
-            assert store.fact_count() == 0
+        # Nothing is left behind (no target, no temporary file), so the retry
+        # with the good file works.
+        assert not target.exists()
+        assert [p.name for p in tmp_path.iterdir() if "forged.sqlite" in p.name] == []
+        assert main(["import", str(exported), str(target)]) == 0
+        assert main(["verify", str(target)]) == 0
 
     def test_a_truncated_export_is_rejected(
         self, trace_file, tmp_path: Path, capsys
@@ -122,6 +154,41 @@ class TestExportImport:
         assert main(["export", str(path), "-o", str(exported)]) == 0
         assert main(["import", str(exported), str(path)]) == 1
         assert "already exists" in capsys.readouterr().err
+
+    def test_a_line_over_the_limit_is_refused_and_leaves_nothing(
+        self, trace_file, tmp_path: Path, capsys
+    ) -> None:
+        path, _ = trace_file
+        exported = tmp_path / "trace.jsonl"
+        assert main(["export", str(path), "-o", str(exported)]) == 0
+        target = tmp_path / "small.sqlite"
+        args = ["import", "--max-line-bytes", "200", str(exported), str(target)]
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert "line 2: the line is longer than 200 bytes" in err
+        assert "--max-line-bytes" in err
+        assert not target.exists()
+
+    def test_import_into_postgres_is_all_or_nothing(
+        self, trace_file, tmp_path: Path, capsys, postgres_database: str
+    ) -> None:
+        path, _ = trace_file
+        exported = tmp_path / "trace.jsonl"
+        assert main(["export", str(path), "-o", str(exported)]) == 0
+        lines = exported.read_text(encoding="utf-8").splitlines(keepends=True)
+        forged = tmp_path / "forged.jsonl"
+        forged.write_text("".join(lines[:-2] + lines[-1:]), encoding="utf-8")
+        assert main(["import", str(forged), postgres_database]) == 1
+        assert "line" in capsys.readouterr().err
+        engine = create_engine(postgres_database)
+        with engine.connect() as conn:
+            assert inspect(conn).get_table_names() == []
+        engine.dispose()
+        assert main(["import", str(exported), postgres_database]) == 0
+        out = capsys.readouterr().out
+        assert "imported 3 intents" in out
+        assert "secret" not in out
+        assert main(["verify", postgres_database]) == 0
 
 
 class TestConsoleScript:

@@ -1,11 +1,13 @@
 """Fuzz ``import_trace`` with mutated lines of a real export.
 
-A mutated file is either refused with :class:`ImportRejectedError` (nothing
-written: every table of the target stays as it was) or, when the mutation
-touched nothing the export proves (a checkpoint blob's bytes, say), imported
-into a trace that still verifies. The end line's digest is recomputed for
-half of the mutations, so the line provers themselves must catch a forged id
-or an edited payload, not just the file checksum.
+Mutations hit any value of any line, and (a third of them) a value inside a
+receipt, a context, a checkpoint or a blob line. A mutated file is refused
+with :class:`ImportRejectedError` (nothing written: every table of the target
+stays as it was) or, when the mutation touched nothing the export proves (the
+snapshot bytes of a legacy checkpoint row, say), imported into a trace that
+still verifies. The end line's digest is recomputed for half of the
+mutations, so the line provers themselves must catch a forged id or an edited
+payload, not just the file checksum.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from goatherd.infrastructure.portability import (
     import_trace,
 )
 from goatherd.infrastructure.store import SQLiteTraceStore
-from tests.cli.conftest import build_trace
 from tests.fuzz.strategies import any_text, json_values
 from tests.fuzz.tables import table_rows
+from tests.security.tamper_trace import build
 
 _LINES: list[str] = []
 
@@ -37,9 +39,9 @@ _LINES: list[str] = []
 @pytest.fixture(scope="module", autouse=True)
 def _export(tmp_path_factory: pytest.TempPathFactory) -> None:
     path: Path = tmp_path_factory.mktemp("export") / "trace.sqlite"
-    build_trace(path)
     out = io.StringIO()
     with SQLiteTraceStore(path) as store:
+        build(store)  # checkpoints with records and blobs, a ledger row
         export_trace(store, out)
     _LINES[:] = out.getvalue().splitlines(keepends=True)
 
@@ -89,6 +91,44 @@ def structural(draw: st.DrawFn) -> list[str]:
     return lines
 
 
+_FORGEABLE = (
+    "receipt",
+    "contexts",
+    "state",
+    "snapshot_b64",
+    "scope_id",
+    "seq",
+    "data_b64",
+    "holders",
+)
+
+
+@st.composite
+def forged(draw: st.DrawFn) -> list[str]:
+    """Replace a value inside a receipt, a context or a checkpoint line."""
+    lines = list(_LINES)
+    candidates = [
+        (index, path)
+        for index, line in enumerate(lines)
+        for path in _paths(json.loads(line))
+        if path and path[0] in _FORGEABLE
+    ]
+    index, path = draw(st.sampled_from(candidates))
+    obj = json.loads(lines[index])
+    new = draw(
+        json_values
+        | any_text
+        | st.sampled_from(
+            ("sha256:" + "0" * 64, "context:" + "0" * 32, "commit:0", "", [], {})
+        )
+    )
+    lines[index] = (
+        json.dumps(_replace(obj, path, new), sort_keys=True, separators=(",", ":"))
+        + "\n"
+    )
+    return lines
+
+
 @st.composite
 def textual(draw: st.DrawFn) -> list[str]:
     """Edit characters of one line, or drop, duplicate or swap lines."""
@@ -112,7 +152,7 @@ def textual(draw: st.DrawFn) -> list[str]:
     return lines
 
 
-@given(structural() | textual(), st.booleans())
+@given(structural() | forged() | textual(), st.booleans())
 def test_mutated_exports_are_refused_writing_nothing_or_import_a_valid_trace(
     lines: list[str], reseal: bool
 ) -> None:

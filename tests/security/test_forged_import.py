@@ -7,6 +7,7 @@ not from the file checksum. Each refusal names the line and writes nothing.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -16,14 +17,17 @@ from typing import Any
 
 import pytest
 
+from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.portability import (
     ImportRejectedError,
     export_trace,
     import_trace,
 )
 from goatherd.infrastructure.store import SQLiteTraceStore
+from goatherd.infrastructure.trace_import import read_export_lines
 from tests.cli.conftest import build_trace
 from tests.fuzz.tables import table_rows
+from tests.security.tamper_trace import Ids, build
 
 Obj = dict[str, Any]
 
@@ -123,7 +127,49 @@ def forge_frontier(objs: list[Obj]) -> None:
     frontier["frontiers"][0]["through_owner_ordinal"] = 7
 
 
+def forge_owner_range(objs: list[Obj]) -> None:
+    intent(objs, 1)["receipt"]["owner_ordinal_ranges"]["other"] = [0, 1]
+
+
+def forge_causal_edges(objs: list[Obj]) -> None:
+    intent(objs, 1)["receipt"]["causal_edges"] = []
+
+
+def forge_context(objs: list[Obj]) -> None:
+    intent(objs, 0)["contexts"][0]["capability_witness_refs"] = ["trusted:internal"]
+
+
+def forge_context_id(objs: list[Obj]) -> None:
+    first = intent(objs, 0)
+    old = first["contexts"][0]["context_id"]
+    text = json.dumps(first).replace(old, "context:" + "0" * 32)
+    first.clear()
+    first.update(json.loads(text))
+
+
+def forge_batch_digest(objs: list[Obj]) -> None:
+    intent(objs, 0)["batch_digest"] = "not-a-digest"
+
+
+def duplicate_intent_line(objs: list[Obj]) -> None:
+    objs.insert(
+        objs.index(intent(objs, 1)) + 1, json.loads(json.dumps(intent(objs, 1)))
+    )
+
+
+def forge_witness_kind(objs: list[Obj]) -> None:
+    entry = next(e for e in intent(objs, 0)["entries"] if e["position"] is None)
+    entry["kind_label"] = "tool:harmless"
+
+
 FORGERIES: dict[str, Callable[[list[Obj]], None]] = {
+    "forged owner ordinal range": forge_owner_range,
+    "forged causal edges in the receipt": forge_causal_edges,
+    "forged context content": forge_context,
+    "forged context id": forge_context_id,
+    "malformed batch digest": forge_batch_digest,
+    "duplicate intent line": duplicate_intent_line,
+    "forged witness kind label": forge_witness_kind,
     "forged record id": forge_record_id,
     "edited payload": edit_payload,
     "forged witness body": forge_witness,
@@ -158,3 +204,151 @@ def test_the_unforged_export_resealed_the_same_way_imports(lines: list[Obj]) -> 
     assert summary.records == len(
         {r["record_id"] for o in lines if o["type"] == "intent" for r in o["records"]}
     )
+
+
+# ------------------------------------------- a trace with real checkpoints
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Obj], Ids]:
+    path = tmp_path_factory.mktemp("rich") / "trace.sqlite"
+    with SQLiteTraceStore(path) as store:
+        ids = build(store)
+        out = io.StringIO()
+        export_trace(store, out)
+    return [json.loads(line) for line in out.getvalue().splitlines()], ids
+
+
+def checkpoint_line(objs: list[Obj], checkpoint_id: str) -> Obj:
+    return next(
+        o
+        for o in objs
+        if o["type"] == "checkpoint" and o["checkpoint_id"] == checkpoint_id
+    )
+
+
+def forge_checkpoint_tree(objs: list[Obj], ids: Ids) -> None:
+    # the tree of checkpoint B restored in place of A's
+    forged = checkpoint_line(objs, ids.checkpoint_a)
+    forged["state"] = checkpoint_line(objs, ids.checkpoint_b)["state"]
+
+
+def forge_checkpoint_snapshot(objs: list[Obj], ids: Ids) -> None:
+    checkpoint_line(objs, ids.checkpoint_a)["snapshot_b64"] = ""
+
+
+def forge_checkpoint_scope(objs: list[Obj], ids: Ids) -> None:
+    checkpoint_line(objs, ids.checkpoint_a)["scope_id"] = "scope:agent:main"
+
+
+def forge_produced(objs: list[Obj], ids: Ids) -> None:
+    ledger = next(o for o in objs if o["type"] == "materialization")
+    ledger["receipt"]["produced_record_ids"] = [ids.note]
+
+
+def forge_substrate(objs: list[Obj], ids: Ids) -> None:
+    del ids
+    next(o for o in objs if o["type"] == "materialization")["receipt"][
+        "substrate_ref"
+    ] = ""
+
+
+def forge_publisher(objs: list[Obj], ids: Ids) -> None:
+    line = next(o for o in objs if o["type"] == "intent" and o["frontiers"])
+    line["frontiers"][0]["publisher_trace_owner_id"] = "other"
+
+
+def blob_lines(objs: list[Obj]) -> list[Obj]:
+    return [o for o in objs if o["type"] == "blob"]
+
+
+def forge_blob_bytes(objs: list[Obj], ids: Ids) -> None:
+    del ids
+    blob_lines(objs)[0]["data_b64"] = base64.b64encode(b"forged").decode()
+
+
+def forge_blob_holder(objs: list[Obj], ids: Ids) -> None:
+    del ids
+    first, second = blob_lines(objs)[:2]
+    first["holders"], second["holders"] = second["holders"], first["holders"]
+
+
+def drop_blob_line(objs: list[Obj], ids: Ids) -> None:
+    del ids
+    objs.remove(blob_lines(objs)[0])
+
+
+def unheld_blob(objs: list[Obj], ids: Ids) -> None:
+    del ids
+    blob_lines(objs)[0]["holders"] = []
+
+
+RICH_FORGERIES: dict[str, Callable[[list[Obj], Ids], None]] = {
+    "blob line with other bytes": forge_blob_bytes,
+    "blob lines with swapped holders": forge_blob_holder,
+    "a blob line missing": drop_blob_line,
+    "a blob line without holders": unheld_blob,
+    "checkpoint line with another checkpoint's tree": forge_checkpoint_tree,
+    "checkpoint line without its snapshot": forge_checkpoint_snapshot,
+    "checkpoint line on another scope": forge_checkpoint_scope,
+    "materialization claiming other captures": forge_produced,
+    "materialization naming another substrate": forge_substrate,
+    "frontier row with another publisher": forge_publisher,
+}
+
+
+@pytest.mark.parametrize("name", sorted(RICH_FORGERIES))
+def test_forged_checkpoint_and_ledger_lines_are_rejected(
+    rich: tuple[list[Obj], Ids], name: str
+) -> None:
+    objs = json.loads(json.dumps(rich[0]))
+    RICH_FORGERIES[name](objs, rich[1])
+    with SQLiteTraceStore() as target:
+        before = table_rows(target.engine)
+        with pytest.raises(ImportRejectedError, match=r"^line \d+: ") as refused:
+            import_trace(sealed(objs), target)
+        assert refused.value.line > 1
+        assert table_rows(target.engine) == before
+
+
+def test_the_rich_export_imports_and_verifies(rich: tuple[list[Obj], Ids]) -> None:
+    with SQLiteTraceStore() as target:
+        summary = import_trace(sealed(rich[0]), target)
+        assert (summary.checkpoints, summary.blobs) == (2, 3)
+        assert verify_trace(target).ok
+
+
+def test_a_line_nested_100000_deep_is_refused_naming_its_line(
+    lines: list[Obj],
+) -> None:
+    text = sealed(lines)
+    deep = '{"type":"intent","x":' + "[" * 100_000 + "]" * 100_000 + "}\n"
+    text.insert(2, deep)
+    refused = pytest.raises(ImportRejectedError, match=r"^line 3: .*nests JSON deeper")
+    with SQLiteTraceStore() as target, refused:
+        import_trace(text, target)
+
+
+def test_a_line_over_the_limit_is_refused_without_reading_it_whole(
+    lines: list[Obj],
+) -> None:
+    body = "".join(sealed(lines)).encode()
+    long_line = b'{"type":"intent","pad":"' + b"x" * 5_000_000 + b'"}\n'
+    stream = CountingStream(long_line + body)
+    refused = pytest.raises(ImportRejectedError, match=r"^line 1: .*than 1000000")
+    with SQLiteTraceStore() as target, refused:
+        import_trace(read_export_lines(stream, 1_000_000), target)
+    assert max(stream.sizes) <= 1_000_001
+
+
+class CountingStream(io.BytesIO):
+    """A byte stream that remembers how much each ``readline`` returned."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.sizes: list[int] = []
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        data = super().readline(size)
+        self.sizes.append(len(data))
+        return data

@@ -93,7 +93,6 @@ def create_checkpoint(
         ScopeNotFoundError, ScopeStateError, NoSandboxError, SandboxError,
         SnapshotTooLargeError.
     """
-    ctx.refresh()
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         cp_seq = ctx.next_seq(seq)
@@ -119,8 +118,8 @@ def create_checkpoint(
 
         try:
             ctx.record(intent, decide)
-        except BaseException:
-            ctx.blobs.release(snapshot_holder(cp_id), digest)
+        except Exception:
+            ctx.release_unrecorded(intent, snapshot_holder(cp_id), digest)
             raise
         return cp_id
 
@@ -295,7 +294,6 @@ def prune_checkpoints(ctx: RuntimeContext, scope_id: str) -> int:
     Releasing is idempotent: a prune interrupted after its record is finished
     by the next prune of the scope. Returns how many were pruned now.
     """
-    ctx.refresh()
     owner = owner_of_scope(scope_id)
     with ctx.lock:
         intent = lifecycle_intent("prune-checkpoints", owner, "", ctx.next_seq(None))

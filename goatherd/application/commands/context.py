@@ -88,6 +88,20 @@ class RuntimeContext:
             return None
         return prior.fact_ids[0] if prior.fact_ids else ""
 
+    def release_unrecorded(self, intent: str, holder: str, digest: str) -> None:
+        """Release bytes stored for a record whose append failed.
+
+        Only when the intent is certainly not committed: an append can fail
+        after its commit (a lost connection), and bytes a committed record
+        names must stay. A release that cannot be decided leaves them held.
+        """
+        try:
+            committed = self.trace.read_append_intent(intent) is not None
+        except Exception:
+            return
+        if not committed:
+            self.blobs.release(holder, digest)
+
     def record(
         self, intent: str, decide: Callable[[], Decision | None]
     ) -> AppendReceipt | None:
@@ -99,8 +113,9 @@ class RuntimeContext:
     def scope(self, owner: str) -> ScopeAggregate:
         """Return ``owner``'s scope as last folded (bare if no record names it).
 
-        Commands catch the model up once when they start (:meth:`refresh`);
-        every decision catches it up again before it decides.
+        A command's early checks may read a fold a little behind the trace
+        (they save work, they do not decide): every decision catches the model
+        up and checks its rules again before it records anything.
         """
         return self.model.scope(owner)
 

@@ -55,7 +55,6 @@ def record_merge_proposal(
     Raises:
         ScopeNotFoundError, ScopeStateError.
     """
-    ctx.refresh()
     owner = ctx.known(proposal.child_scope_id).owner
     with ctx.lock:
         intent = lifecycle_intent("merge-proposed", owner, "", ctx.next_seq(seq))
@@ -96,7 +95,6 @@ def record_merge_decision(
     Raises:
         ScopeNotFoundError, RootScopeError.
     """
-    ctx.refresh()
     child = ctx.known(proposal.child_scope_id)
     parent = parent_of(child)
     with ctx.lock:

@@ -80,7 +80,6 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
         ScopeNotFoundError, ScopeStateError, NoSandboxError, NoBaselineError,
         SandboxError.
     """
-    ctx.refresh()
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         out_seq = ctx.next_seq(seq)
@@ -112,8 +111,8 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
 
         try:
             ctx.record(intent, decide)
-        except BaseException:
-            ctx.blobs.release(out_id + DIFF_HOLDER, blob)
+        except Exception:
+            ctx.release_unrecorded(intent, out_id + DIFF_HOLDER, blob)
             raise
         return out_id
 

@@ -62,7 +62,6 @@ def create_root(ctx: RuntimeContext, owner: str, sandbox: Sandbox | None) -> str
     Raises:
         ScopeExistsError: the owner is a scope already (in any process).
     """
-    ctx.refresh()
     backend, path = _address(sandbox)
     with ctx.lock:
         intent = lifecycle_intent("create", owner, "", ctx.next_seq(None))
@@ -94,7 +93,6 @@ def fork(
         ScopeNotFoundError, ScopeStateError, ScopeExistsError; the sandbox's
         errors (a failed baseline capture fails the fork).
     """
-    ctx.refresh()
     parent = ctx.known(parent_id)
     intent = fork_intent(parent.owner, child_owner, ctx.next_seq(seq))
     if ctx.committed(intent, seq):
@@ -148,7 +146,6 @@ def merge_or_discard(
         ScopeNotFoundError, ScopeStateError, NotAChildError,
         InconsistentTraceError; the sandbox's errors (after the record).
     """
-    ctx.refresh()
     ctx.known("scope:" + parent_owner)
     ctx.known("scope:" + child_owner)
     with ctx.lock:
@@ -173,7 +170,6 @@ def halt(ctx: RuntimeContext, scope_id: str, seq: int | None) -> None:
     Raises:
         ScopeNotFoundError; ScopeStateError for a merged scope.
     """
-    ctx.refresh()
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         intent = lifecycle_intent("halt", owner, "", ctx.next_seq(seq))
@@ -193,7 +189,6 @@ def inject(ctx: RuntimeContext, scope_id: str, guidance: str, seq: int | None) -
     Raises:
         ScopeNotFoundError; ScopeStateError unless active.
     """
-    ctx.refresh()
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         intent = lifecycle_intent("inject", owner, "", ctx.next_seq(seq))
@@ -240,7 +235,6 @@ def append_fact(
         ScopeNotFoundError; ReservedSchemaError; RecordInputError for an
         empty schema; CanonicalEncodingError for a payload that is not plain JSON.
     """
-    ctx.refresh()
     check_fact_schema(schema_ref)
     owner = ctx.known(scope_id).owner
     event = OpaqueRecord(
@@ -267,7 +261,6 @@ def record_run_completed(
         ScopeNotFoundError; RecordDecodeError for a payload that is not a
         run record; CanonicalEncodingError for one that is not plain JSON.
     """
-    ctx.refresh()
     owner = ctx.known(scope_id).owner
     event = decode_payload(RunCompleted.SCHEMA, RunCompleted.MODE.value, payload)
     with ctx.lock:
@@ -281,7 +274,6 @@ def record_run_completed(
 
 def prune_terminal(ctx: RuntimeContext) -> int:
     """Record every listed, terminal, unpruned scope as pruned; return how many."""
-    ctx.refresh()
     with ctx.lock:
         intent = lifecycle_intent("prune-terminal", "runtime", "", ctx.next_seq(None))
         count: list[int] = []
@@ -307,7 +299,6 @@ def destroy_owned_sandbox(ctx: RuntimeContext, owner: str) -> None:
     Raises:
         SandboxError: the teardown failed (nothing is recorded then).
     """
-    ctx.refresh()
     binding = ctx.owned_binding(owner)
     if binding is None:
         return

@@ -3,7 +3,8 @@
 Importing this package registers the built-in backends (``memory``, ``git``).
 The backend modules' public names are re-exported here (one import line per
 module); the helper modules (``paths``, ``textdiff``, ``merge``, ``gitrunner``,
-``gitstate``, ``landlock_child``) are imported directly where needed.
+``gitstate``, ``process_control``, ``supervised`` and the launcher's
+``launch`` package) are imported directly where needed.
 """
 
 from goatherd.infrastructure.sandbox.containment import *
@@ -23,11 +24,14 @@ __all__ = [
     "GitSandboxConfig",
     "LANDLOCK_TIER",
     "LandlockBackend",
+    "LandlockGap",
     "MEMORY_BACKEND",
     "MemoryRepository",
     "MemorySandbox",
     "MemorySandboxConfig",
     "NETWORK_MIN_ABI",
+    "ProcessControl",
+    "ProcessControlChoice",
     "SandboxFactory",
     "WINACL_TIER",
     "WinAclBackend",

@@ -7,6 +7,7 @@ cannot confine; an unknown name lists the known ones.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from goatherd.application.errors import SandboxConfigError
@@ -20,17 +21,24 @@ CONTAINMENT_BACKENDS: Final = ("landlock", "winacl")
 
 
 def open_containment_backend(
-    name: str, network: NetworkMode = NetworkMode.ALLOW
+    name: str,
+    network: NetworkMode = NetworkMode.ALLOW,
+    *,
+    accept_gaps: Iterable[str] = (),
 ) -> ContainmentBackend:
     """Return the probed backend ``name`` enforcing ``network``.
 
+    ``accept_gaps`` names the Landlock guarantees an older kernel may lack
+    (``truncate``, ``signals``; see ``docs/containment.md``); without them
+    such a kernel is refused.
+
     Raises:
-        SandboxConfigError: for an unknown name.
+        SandboxConfigError: for an unknown name or gap.
         ContainmentUnavailableError: when this platform cannot enforce it.
     """
     backend: ContainmentBackend
     if name == "landlock":
-        backend = LandlockBackend(network=network)
+        backend = LandlockBackend(network=network, accept_gaps=frozenset(accept_gaps))
     elif name == "winacl":
         backend = WinAclBackend(network=network)
     else:

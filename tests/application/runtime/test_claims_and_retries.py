@@ -17,6 +17,7 @@ from goatherd.domain import (
     CheckpointState,
     OutputClaimed,
     OutputClaimedError,
+    OutputConsumedError,
     OutputState,
     SettleEffectLandedError,
     SettlementAction,
@@ -95,7 +96,7 @@ def test_a_settle_that_died_after_its_effect_is_finished_by_its_retry(path):
         assert count(store, out.id, OutputClaimed.SCHEMA) == 1
 
 
-def test_release_ends_an_output_another_settle_claimed(path):
+def test_only_the_claimant_ends_a_claimed_output(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
         mgr = scope_manager_for(store, faults=dies_at("after-effect"))
@@ -103,10 +104,18 @@ def test_release_ends_an_output_another_settle_claimed(path):
         with pytest.raises(Died):
             mgr.settle(out.id, "selected", seq=5)
         mgr.context.faults = None
-        assert mgr.settle(out.id, "released", seq=6) == Success(None)
+        # Another attempt cannot end it: the claimant may be landing right now.
+        other = mgr.settle(out.id, "released", seq=6)
+        assert isinstance(other, Failure)
+        assert isinstance(other.failure(), OutputClaimedError)
+        assert "seq=5" in str(other.failure())
+        # The claimant (its seq) may end it with another verb: the landed
+        # effect stays, the output is released.
+        assert mgr.settle(out.id, "released", seq=5) == Success(None)
         assert out.state is OutputState.RELEASED
         late = mgr.settle(out.id, "selected", seq=5)
         assert isinstance(late, Failure)
+        assert isinstance(late.failure(), OutputConsumedError)
 
 
 def test_a_failed_settle_record_after_the_effect_is_effect_landed(path):
@@ -211,3 +220,49 @@ def test_a_child_ended_by_another_manager_refuses_a_stale_settle_before_any_effe
         assert "b.txt" not in main.list_files()
         assert one.fact_count() == before
         assert count(one, out.id, OutputClaimed.SCHEMA) == 0
+
+
+def test_a_restore_that_loses_the_claim_never_touches_the_workspace(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = scope_manager_for(store)
+        root = mgr.create("root", main).unwrap()
+        cp = mgr.create_checkpoint(root.id, b"s").unwrap()
+
+        def die_after_claim(boundary: str, intent: str) -> None:
+            if boundary == "after-commit" and ":claim:" in intent:
+                raise Died(intent)
+
+        mgr.context.faults = die_after_claim
+        with pytest.raises(Died):
+            mgr.restore_checkpoint(cp.id, seq=1)  # claimed, nothing applied yet
+        mgr.context.faults = None
+        main.write_file("a.txt", b"the agent kept working\n")
+        other = mgr.restore_checkpoint(cp.id, seq=2)
+        assert isinstance(other.failure(), CheckpointClaimedError)
+        assert main.read_file("a.txt") == b"the agent kept working\n"
+        # The claimant's retry applies the checkpoint (it never skips the apply).
+        assert mgr.restore_checkpoint(cp.id, seq=1) == Success(b"s")
+        assert main.read_file("a.txt") == b"1\n"
+
+
+def test_a_settle_that_loses_the_claim_never_touches_the_workspace(path):
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = scope_manager_for(store)
+        out, _ = sealed(mgr, main)
+
+        def die_after_claim(boundary: str, intent: str) -> None:
+            if boundary == "after-commit" and intent.endswith(":claim"):
+                raise Died(intent)
+
+        mgr.context.faults = die_after_claim
+        with pytest.raises(Died):
+            mgr.settle(out.id, "applied", seq=11)
+        mgr.context.faults = None
+        assert "b.txt" not in main.list_files()
+        other = mgr.settle(out.id, "selected", seq=12)
+        assert isinstance(other.failure(), OutputClaimedError)
+        assert "b.txt" not in main.list_files()
+        assert mgr.settle(out.id, "applied", seq=11) == Success(None)
+        assert main.read_file("b.txt") == b"child\n"

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from goatherd.application.ports import SandboxSpec
 from goatherd.infrastructure.bootstrap import scope_manager_for
@@ -60,3 +66,27 @@ def sealed_output(tmp: Path) -> tuple[Path, Path, str]:
         (tmp / "wt-try" / "answer.txt").write_bytes(b"42\n")  # the agent's work
         out = mgr.seal(child.id).unwrap()
     return db, repo, out.id
+
+
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """Yield the URL of a new database on GOATHERD_TEST_DB_URL's server.
+
+    Skips the test when no server is named.
+    """
+    base = os.environ.get("GOATHERD_TEST_DB_URL")
+    if not base:
+        pytest.skip("GOATHERD_TEST_DB_URL is not set (no PostgreSQL server)")
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(base)
+    name = f"goatherd_race_{uuid.uuid4().hex[:12]}"
+    admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,62 +1,52 @@
-"""Landlock system calls, and the launcher that confines itself then execs.
+"""Landlock system calls: the ABI probe and the self-restriction (stdlib only).
 
-This file is run as a script in the child process (``python -I -S -B
-landlock_child.py STATUS_FD POLICY_JSON -- COMMAND ARGS...``): it builds a
-ruleset, sets ``PR_SET_NO_NEW_PRIVS``, calls ``landlock_restrict_self`` and
-``execvp``s the command, so the command starts already confined. Any failure
-before the exec is written to ``STATUS_FD`` (close-on-exec, so a successful
-exec leaves it empty) and the launcher exits without running the command.
-
-It imports only the standard library (it runs with ``-S``, without goatherd
-on the path); ``goatherd.infrastructure.sandbox.landlock`` imports it for the
-ABI probe.
+``restrict_self`` builds a ruleset handling every write-type right the ABI
+knows, allows them beneath the writable roots, sets ``PR_SET_NO_NEW_PRIVS``
+and calls ``landlock_restrict_self``: from then on this process and everything
+it starts can write only beneath the roots. The launcher calls it in the
+forked child just before ``execve``; the host calls ``abi_version`` to probe.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import platform
-import sys
-from typing import Final
 
 __all__ = [
     "ACCESS_FS_MAKE_REG",
     "ACCESS_FS_WRITE_FILE",
     "LandlockSyscallError",
     "abi_version",
-    "main",
     "restrict_self",
     "write_rights",
 ]
 
-_SYSCALLS: Final = {"x86_64": 444, "aarch64": 444, "arm64": 444, "riscv64": 444}
-_CREATE_RULESET_VERSION: Final = 1
-_RULE_PATH_BENEATH: Final = 1
-_PR_SET_NO_NEW_PRIVS: Final = 38
+_SYSCALLS = {"x86_64": 444, "aarch64": 444, "arm64": 444, "riscv64": 444}
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
 
-ACCESS_FS_EXECUTE: Final = 1 << 0
-ACCESS_FS_WRITE_FILE: Final = 1 << 1
-ACCESS_FS_READ_FILE: Final = 1 << 2
-ACCESS_FS_READ_DIR: Final = 1 << 3
-ACCESS_FS_REMOVE_DIR: Final = 1 << 4
-ACCESS_FS_REMOVE_FILE: Final = 1 << 5
-ACCESS_FS_MAKE_CHAR: Final = 1 << 6
-ACCESS_FS_MAKE_DIR: Final = 1 << 7
-ACCESS_FS_MAKE_REG: Final = 1 << 8
-ACCESS_FS_MAKE_SOCK: Final = 1 << 9
-ACCESS_FS_MAKE_FIFO: Final = 1 << 10
-ACCESS_FS_MAKE_BLOCK: Final = 1 << 11
-ACCESS_FS_MAKE_SYM: Final = 1 << 12
-ACCESS_FS_REFER: Final = 1 << 13  # ABI 2
-ACCESS_FS_TRUNCATE: Final = 1 << 14  # ABI 3
-ACCESS_NET_BIND_TCP: Final = 1 << 0  # ABI 4
-ACCESS_NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
-SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
-SCOPE_SIGNAL: Final = 1 << 1  # ABI 6
+ACCESS_FS_EXECUTE = 1 << 0
+ACCESS_FS_WRITE_FILE = 1 << 1
+ACCESS_FS_READ_FILE = 1 << 2
+ACCESS_FS_READ_DIR = 1 << 3
+ACCESS_FS_REMOVE_DIR = 1 << 4
+ACCESS_FS_REMOVE_FILE = 1 << 5
+ACCESS_FS_MAKE_CHAR = 1 << 6
+ACCESS_FS_MAKE_DIR = 1 << 7
+ACCESS_FS_MAKE_REG = 1 << 8
+ACCESS_FS_MAKE_SOCK = 1 << 9
+ACCESS_FS_MAKE_FIFO = 1 << 10
+ACCESS_FS_MAKE_BLOCK = 1 << 11
+ACCESS_FS_MAKE_SYM = 1 << 12
+ACCESS_FS_REFER = 1 << 13  # ABI 2
+ACCESS_FS_TRUNCATE = 1 << 14  # ABI 3
+ACCESS_NET_BIND_TCP = 1 << 0  # ABI 4
+ACCESS_NET_CONNECT_TCP = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
 
-_FILE_RIGHTS: Final = ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE
+_FILE_RIGHTS = ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE
 
 
 class LandlockSyscallError(OSError):
@@ -83,10 +73,10 @@ def _libc() -> ctypes.CDLL:
 
 
 def _syscall(offset: int, *args: object) -> int:
-    base = _SYSCALLS.get(platform.machine())
+    base = _SYSCALLS.get(os.uname().machine)
     if base is None:
         raise LandlockSyscallError(
-            0, f"no Landlock syscall numbers for {platform.machine()}"
+            0, f"no Landlock syscall numbers for {os.uname().machine}"
         )
     result = int(_libc().syscall(ctypes.c_long(base + offset), *args))
     if result < 0:
@@ -97,7 +87,7 @@ def _syscall(offset: int, *args: object) -> int:
 
 def abi_version() -> int:
     """Return the kernel's Landlock ABI version, or 0 when it has none."""
-    if not sys.platform.startswith("linux"):
+    if os.uname().sysname != "Linux":
         return 0
     try:
         return _syscall(
@@ -171,25 +161,3 @@ def restrict_self(writable: list[str], deny_network: bool, abi: int) -> None:
         _syscall(2, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
-
-
-def main(argv: list[str]) -> int:
-    """Run the launcher: ``STATUS_FD POLICY_JSON -- COMMAND ARGS...``."""
-    status = int(argv[0])
-    os.set_inheritable(status, False)
-    command = argv[3:]
-    try:
-        policy = json.loads(argv[1])
-        restrict_self(policy["writable"], policy["deny_network"], policy["abi"])
-    except Exception as exc:  # every failure is reported: fail-closed
-        os.write(status, f"confine: {exc}".encode())
-        return 126
-    try:
-        os.execvp(command[0], command)  # noqa: S606 - the caller's command, confined
-    except OSError as exc:
-        os.write(status, f"exec: {command[0]}: {exc.strerror}".encode())
-    return 127
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

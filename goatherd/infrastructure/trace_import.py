@@ -1,0 +1,605 @@
+"""Prove an exported trace line by line and write it in one transaction.
+
+Import refuses anything ``verify`` would refuse, and names the line: every
+record id is recomputed from its content, witness bodies and chains, causal
+parents retained before their children, gap-free ordinals and positions,
+commit receipts, each intent's receipt recomputed from its entries, each new
+context id recomputed and matched against the witnesses of the records placed
+with it, the frontier index against its records, ledger receipts, and each
+checkpoint blob against the ``checkpoint.created`` record that vouches for it
+(the shared rules live in :mod:`goatherd.infrastructure.integrity_rules`).
+
+Each proven line is written at once inside ONE transaction on the target,
+which is rolled back on the first refusal: memory stays bounded by the
+longest line (at most ``max_line_bytes``) plus one counter per owner path,
+and lookups of earlier lines go to the rows already written. Import copies
+verified rows instead of replaying appends because the original batches
+cannot be rebuilt and their batch digests must stay intact (ADR 0019).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Final
+
+from sqlalchemy import Connection, func, insert, inspect, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+
+from goatherd.domain.canonical import ABI_VERSION
+from goatherd.domain.errors import DomainError, GoatherdError
+from goatherd.domain.events.checkpoint import CheckpointCreated
+from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.blobs import blob_tables
+from goatherd.infrastructure.integrity_checks import BLOB_CLOCK_SLACK, parse_timestamp
+from goatherd.infrastructure.integrity_rules import (
+    BlobAddresses,
+    LedgerRefs,
+    blob_problems,
+    is_hex_digest,
+    ledger_refs,
+)
+from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.engine import postgres_engine
+from goatherd.infrastructure.store.opening import open_trace_store
+from goatherd.infrastructure.store.outages import outages
+from goatherd.infrastructure.store.schema import (
+    META_NEXT_COMMIT,
+    METADATA,
+    append_intents,
+    checkpoint_snapshots,
+    contexts,
+    materialization_intents,
+    meta,
+    owner_ordinals,
+    path_entries,
+    records,
+)
+from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
+from goatherd.infrastructure.trace_import_intent import (
+    IntentProver,
+    Lookup,
+)
+from goatherd.infrastructure.trace_import_intent import (
+    text_field as _text,
+)
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "EXPORT_FORMAT",
+    "ImportRejectedError",
+    "ImportSummary",
+    "import_trace",
+    "import_trace_to",
+    "read_export_lines",
+]
+
+EXPORT_FORMAT: Final = "goatherd.trace.jsonl.v1"
+DEFAULT_MAX_LINE_BYTES: Final = 64 << 20
+"""The longest export line import reads (64 MiB); longer lines are refused."""
+
+Progress = Callable[[str, int, int], None]
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_LEDGER_TYPES: Final = ("materialization", "checkpoint")
+
+
+class ImportRejectedError(GoatherdError, ValueError):
+    """Raised when an export file cannot be proven; nothing was written.
+
+    Attributes:
+        line: the 1-based line number at fault (0 for the file as a whole).
+        reason: what is wrong there.
+    """
+
+    def __init__(self, line: int, reason: str) -> None:
+        """Record the offending ``line`` and the ``reason``."""
+        where = f"line {line}" if line else "file"
+        super().__init__(f"{where}: {reason}")
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ImportSummary:
+    """What an import wrote."""
+
+    intents: int
+    records: int
+    path_entries: int
+    checkpoints: int
+    materializations: int
+    blobs: int = 0
+
+
+def read_export_lines(
+    stream: IO[bytes], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[bytes]:
+    """Yield the lines of a binary export stream, never reading past the limit.
+
+    Raises:
+        ImportRejectedError: a line longer than ``max_line_bytes``.
+    """
+    number = 0
+    while True:
+        line = stream.readline(max_line_bytes + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > max_line_bytes:
+            raise ImportRejectedError(number, _too_long(max_line_bytes))
+        yield line
+
+
+def _too_long(limit: int) -> str:
+    return (
+        f"the line is longer than {limit} bytes (the import's per-line limit; "
+        "raise it with --max-line-bytes)"
+    )
+
+
+def import_trace(
+    lines: Iterable[str | bytes],
+    store: SqlAlchemyTraceStore,
+    *,
+    progress: Progress | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> ImportSummary:
+    """Prove an exported trace line by line into the empty ``store``, atomically.
+
+    Raises:
+        ImportRejectedError: a line that cannot be proven, a line longer than
+            ``max_line_bytes``, or a non-empty target; nothing is written.
+    """
+    with store.transaction() as conn:
+        _require_empty(conn)
+        importer = _Importer(conn, max_line_bytes)
+        for number, raw in enumerate(lines, start=1):
+            importer.feed(number, raw)
+            if progress is not None and number % 500 == 0:
+                progress("import", number, 0)
+        return importer.finish()
+
+
+def _require_empty(conn: Connection) -> None:
+    for table in (
+        append_intents,
+        records,
+        checkpoint_snapshots,
+        materialization_intents,
+    ):
+        if conn.execute(select(func.count()).select_from(table)).scalar_one():
+            raise ImportRejectedError(
+                0, "the target store is not empty; import into a new database"
+            )
+
+
+@dataclass
+class _Counts:
+    intents: int = 0
+    records: int = 0
+    entries: int = 0
+    checkpoints: int = 0
+    materializations: int = 0
+
+
+@dataclass
+class _Importer:
+    conn: Connection
+    max_line_bytes: int
+    digest: Any = field(default_factory=hashlib.sha256)
+    counts: _Counts = field(default_factory=_Counts)
+    number: int = 0
+    seen_end: bool = False
+    in_ledger: bool = False
+    next_ordinal: dict[str, int] = field(default_factory=dict)
+    next_position: int = 0
+    checkpoints: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    blobs: set[str] = field(default_factory=set)
+    ledger_ids: set[str] = field(default_factory=set)
+    lookup: Lookup = field(init=False)
+    addresses: BlobAddresses = field(default_factory=BlobAddresses)
+    imported_blobs: set[str] = field(default_factory=set)
+    imported_holders: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.lookup = Lookup(self.conn)
+        for table in blob_tables():
+            table.create(self.conn, checkfirst=True)
+
+    def _blob(self, obj: dict[str, Any]) -> None:
+        self.in_ledger = True
+        digest = _text(obj, "digest", empty=False)
+        data = base64.b64decode(_text(obj, "data_b64"), validate=True)
+        actual = "sha256:" + hashlib.sha256(data).hexdigest()
+        if actual != digest:
+            raise ValueError(f"blob {digest}: its bytes digest to {actual}")
+        holders = obj["holders"]
+        if not isinstance(holders, list) or not holders:
+            raise ValueError(f"blob {digest} is held by no holder")
+        _once(self.imported_blobs, "blob", digest)
+        contents, holder_table = blob_tables()
+        self.conn.execute(
+            insert(contents), {"digest": digest, "size": len(data), "data": data}
+        )
+        for holder in holders:
+            if not isinstance(holder, str) or not holder:
+                raise TypeError("blob holders must be non-empty strings")
+            problem = self.addresses.holder_problem(holder, digest)
+            if problem:
+                raise ValueError(problem)
+            if holder in self.imported_holders:
+                raise ValueError(f"blob holder {holder!r} appears twice")
+            self.imported_holders[holder] = digest
+            self.conn.execute(
+                insert(holder_table), {"holder": holder, "digest": digest}
+            )
+
+    def feed(self, number: int, raw: str | bytes) -> None:
+        self.number = number
+        if self.seen_end:
+            raise ImportRejectedError(number, "content after the end line")
+        text, data = _decode(number, raw, self.max_line_bytes)
+        obj = _parse(number, text)
+        if number == 1:
+            _prove_header(number, obj)
+        elif obj.get("type") == "end":
+            _prove_end(number, obj, self.digest)
+            self.seen_end = True
+            return
+        else:
+            self._prove_line(number, obj)
+        self.digest.update(data)
+
+    def _prove_line(self, number: int, obj: dict[str, Any]) -> None:
+        kind = obj.get("type")
+        try:
+            if kind == "intent":
+                self._intent(obj)
+            elif kind == "materialization":
+                self._materialization(obj)
+            elif kind == "checkpoint":
+                self._checkpoint(obj)
+            elif kind == "blob":
+                self._blob(obj)
+            else:
+                raise ValueError(f"unknown line type {kind!r}")
+        except ImportRejectedError:
+            raise
+        except IntegrityError:
+            raise ImportRejectedError(
+                number, "the line conflicts with rows of an earlier line"
+            ) from None
+        except (DomainError, KeyError, TypeError, ValueError, binascii.Error) as exc:
+            reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ImportRejectedError(number, reason) from None
+
+    def _intent(self, obj: dict[str, Any]) -> None:
+        if self.in_ledger:
+            raise ValueError("an intent line after the ledger and checkpoint lines")
+        prover = IntentProver(obj, self.lookup, self.next_ordinal, self.next_position)
+        rows = prover.prove()
+        for table, values in rows.tables:
+            if values:
+                self.conn.execute(insert(table), values)
+        self.next_position = prover.next_position
+        for schema, payload in rows.runtime:
+            self.addresses.note(schema, payload)
+            if schema == CheckpointCreated.SCHEMA:
+                checkpoint_id = str(payload.get("checkpoint_id"))
+                self.checkpoints[checkpoint_id] = (payload, rows.committed_at)
+        self.counts.intents += 1
+        self.counts.records += rows.record_count
+        self.counts.entries += rows.entry_count
+
+    def _materialization(self, obj: dict[str, Any]) -> None:
+        self.in_ledger = True
+        intent = _text(obj, "materialize_intent_id", empty=False)
+        _once(self.ledger_ids, "materialization", intent)
+        receipt = obj["receipt"]
+        if not isinstance(receipt, dict):
+            raise TypeError("a materialization receipt must be an object")
+        parsed = ledger_refs(receipt)
+        lookup = Lookup(self.conn)
+        for record_id in (*parsed.targets, *parsed.produced):
+            if lookup.record(record_id) is None:
+                raise ValueError(f"the receipt cites unknown record {record_id}")
+        if parsed.produced:
+            self._prove_produced(intent, parsed)
+        digest, completed = _text(obj, "request_digest"), _text(obj, "completed_at")
+        if not is_hex_digest(digest):
+            raise ValueError(f"request_digest {digest!r} is not a SHA-256 hex digest")
+        if parse_timestamp(completed) is None:
+            raise ValueError(f"completed_at {completed!r} is not a timestamp")
+        self.conn.execute(
+            insert(materialization_intents),
+            {
+                "materialize_intent_id": intent,
+                "request_digest": digest,
+                "receipt_json": storage_json(receipt, root="receipt"),
+                "completed_at": completed,
+            },
+        )
+        self.counts.materializations += 1
+
+    def _prove_produced(self, intent: str, receipt: LedgerRefs) -> None:
+        # materialize appends its captures under its own intent id, placed
+        # with a context naming the substrate (as verify checks).
+        placed = self.conn.execute(
+            select(path_entries.c.record_id, contexts.c.substrate_ref)
+            .join(
+                contexts, contexts.c.context_id == path_entries.c.retained_context_ref
+            )
+            .where(
+                path_entries.c.append_intent_id == intent,
+                path_entries.c.position.is_not(None),
+            )
+            .order_by(path_entries.c.position)
+        ).all()
+        if [row[0] for row in placed] != list(receipt.produced):
+            raise ValueError(
+                "the receipt's produced records are not what intent "
+                f"{intent!r} appended"
+            )
+        if any(row[1] != receipt.substrate_ref for row in placed):
+            raise ValueError(
+                f"substrate {receipt.substrate_ref!r} is not the one its captures "
+                "were placed with"
+            )
+
+    def _checkpoint(self, obj: dict[str, Any]) -> None:
+        self.in_ledger = True
+        state = WorkspaceState.from_json(obj["state"])
+        snapshot = base64.b64decode(_text(obj, "snapshot_b64"), validate=True)
+        seq, created = obj["seq"], obj["created_at_unixnano"]
+        if type(seq) is not int or type(created) is not int:
+            raise TypeError("checkpoint seq and created_at_unixnano must be integers")
+        if not (
+            _INT64_MIN <= seq <= _INT64_MAX and _INT64_MIN <= created <= _INT64_MAX
+        ):
+            raise ValueError("checkpoint seq and created_at_unixnano must fit 64 bits")
+        checkpoint_id = _text(obj, "checkpoint_id", empty=False)
+        scope_id = _text(obj, "scope_id")
+        _once(self.blobs, "checkpoint", checkpoint_id)
+        vouched = self.checkpoints.get(checkpoint_id)
+        if vouched is not None:
+            _prove_blob(checkpoint_id, scope_id, seq, state, snapshot, created, vouched)
+        self.conn.execute(
+            insert(checkpoint_snapshots),
+            {
+                "checkpoint_id": checkpoint_id,
+                "scope_id": scope_id,
+                "seq": seq,
+                "state_json": storage_json(state.to_json(), root="state"),
+                "snapshot": snapshot,
+                "created_at_unixnano": created,
+            },
+        )
+        self.counts.checkpoints += 1
+
+    def finish(self) -> ImportSummary:
+        if self.number == 0:
+            raise ImportRejectedError(0, "the file is empty")
+        if not self.seen_end:
+            raise ImportRejectedError(
+                self.number, "the file ends without its end line (truncated?)"
+            )
+        for holder, digest in sorted(self.addresses.holders().items()):
+            if self.imported_holders.get(holder) != digest:
+                raise ImportRejectedError(
+                    self.number, f"blob holder {holder!r} of {digest} has no blob line"
+                )
+        missing = sorted(self.addresses.live() - self.imported_blobs)
+        if missing:
+            raise ImportRejectedError(
+                self.number, f"blob {missing[0]} named by the trace has no blob line"
+            )
+        ordinals = [
+            {"trace_owner_id": k, "next_ordinal": v}
+            for k, v in self.next_ordinal.items()
+        ]
+        if ordinals:
+            self.conn.execute(insert(owner_ordinals), ordinals)
+        self.conn.execute(
+            update(meta)
+            .where(meta.c.key == META_NEXT_COMMIT)
+            .values(value=str(self.next_position))
+        )
+        c = self.counts
+        return ImportSummary(
+            c.intents,
+            c.records,
+            c.entries,
+            c.checkpoints,
+            c.materializations,
+            len(self.imported_blobs),
+        )
+
+
+def _prove_blob(
+    checkpoint_id: str,
+    scope_id: str,
+    seq: int,
+    state: WorkspaceState,
+    snapshot: bytes,
+    created_ns: int,
+    vouched: tuple[dict[str, Any], str],
+) -> None:
+    payload, committed_at = vouched
+    problems = blob_problems(
+        checkpoint_id, scope_id, seq, state.to_json(), snapshot, payload
+    )
+    if problems:
+        raise ValueError(f"checkpoint {checkpoint_id!r}: {problems[0]}")
+    committed = parse_timestamp(committed_at)
+    if committed is not None:
+        created = datetime.fromtimestamp(created_ns / 1e9, UTC)
+        if abs(created - committed) > BLOB_CLOCK_SLACK:
+            raise ValueError(
+                f"checkpoint {checkpoint_id!r}: created_at_unixnano lies more than "
+                "a day from its record's commit"
+            )
+
+
+def _decode(number: int, raw: str | bytes, limit: int) -> tuple[str, bytes]:
+    if isinstance(raw, str):
+        try:
+            data = raw.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ImportRejectedError(number, "the line is not valid UTF-8") from None
+    else:
+        data = raw
+    if len(data) > limit:
+        raise ImportRejectedError(number, _too_long(limit))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ImportRejectedError(number, "the line is not valid UTF-8") from None
+    return text, data if data.endswith(b"\n") else data + b"\n"
+
+
+def _parse(number: int, text: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise ImportRejectedError(
+            number, "the line nests JSON deeper than the parser allows"
+        ) from None
+    except ValueError as exc:
+        raise ImportRejectedError(number, f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ImportRejectedError(number, "a line must be a JSON object")
+    return obj
+
+
+def _prove_header(number: int, obj: dict[str, Any]) -> None:
+    if obj.get("type") != "header" or obj.get("format") != EXPORT_FORMAT:
+        raise ImportRejectedError(number, f"not a {EXPORT_FORMAT} export (bad header)")
+    if obj.get("abi_version") != ABI_VERSION:
+        raise ImportRejectedError(
+            number, f"ABI {obj.get('abi_version')!r} is not {ABI_VERSION}"
+        )
+
+
+def _prove_end(number: int, obj: dict[str, Any], digest: Any) -> None:
+    if obj.get("lines") != number - 1:
+        raise ImportRejectedError(
+            number, f"end line counts {obj.get('lines')} lines, found {number - 1}"
+        )
+    if obj.get("sha256") != digest.hexdigest():
+        raise ImportRejectedError(
+            number, "the lines do not match the end line's SHA-256"
+        )
+
+
+def _once(seen: set[str], kind: str, identifier: str) -> None:
+    if identifier in seen:
+        raise ValueError(f"{kind} {identifier!r} appears twice")
+    seen.add(identifier)
+
+
+def import_trace_to(
+    target: str,
+    lines: Iterable[str | bytes],
+    *,
+    progress: Progress | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> ImportSummary:
+    """Import into a NEW database at ``target`` (a path or URL), all or nothing.
+
+    A SQLite target is written to a temporary file beside it, which is linked
+    into place only after the import committed (the link fails if the target
+    appeared meanwhile); a refusal deletes the temporary file, so the target
+    never exists half-written and the retry works. A PostgreSQL target is
+    written in one transaction; if the import created the trace tables and is
+    refused, it drops them again.
+
+    Raises:
+        ImportRejectedError: an unprovable line, or a target that exists.
+    """
+    if "://" not in target:
+        return _import_to_file(target, lines, progress, max_line_bytes)
+    url = make_url(target)
+    if url.get_backend_name() == "sqlite":
+        return _import_to_file(
+            url.database or ":memory:", lines, progress, max_line_bytes
+        )
+    return _import_to_server(target, lines, progress, max_line_bytes)
+
+
+def _has_trace_tables(url: str) -> bool:
+    engine = postgres_engine(url)
+    try:
+        with outages(), engine.connect() as conn:
+            return bool(inspect(conn).has_table(meta.name))
+    finally:
+        engine.dispose()
+
+
+def _import_to_file(
+    location: str,
+    lines: Iterable[str | bytes],
+    progress: Progress | None,
+    max_line_bytes: int,
+) -> ImportSummary:
+    if location == ":memory:":
+        raise ImportRejectedError(0, "import needs a database file, not :memory:")
+    path = Path(location)
+    if path.exists():
+        raise ImportRejectedError(
+            0, f"{location} already exists: import into a new database"
+        )
+    handle, name = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".importing", dir=path.parent or "."
+    )
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        with open_trace_store(temporary) as store:
+            summary = import_trace(
+                lines, store, progress=progress, max_line_bytes=max_line_bytes
+            )
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            raise ImportRejectedError(
+                0, f"{location} appeared during the import: import into a new database"
+            ) from None
+        return summary
+    finally:
+        for leftover in (temporary, *_side_files(temporary)):
+            leftover.unlink(missing_ok=True)
+
+
+def _side_files(path: Path) -> tuple[Path, ...]:
+    return tuple(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))
+
+
+def _import_to_server(
+    url: str,
+    lines: Iterable[str | bytes],
+    progress: Progress | None,
+    max_line_bytes: int,
+) -> ImportSummary:
+    fresh = not _has_trace_tables(url)
+    with open_trace_store(url) as store:
+        try:
+            return import_trace(
+                lines, store, progress=progress, max_line_bytes=max_line_bytes
+            )
+        except ImportRejectedError:
+            if fresh:
+                with store.transaction() as conn:
+                    for table in blob_tables():
+                        table.drop(conn, checkfirst=True)
+                    METADATA.drop_all(conn)
+            raise

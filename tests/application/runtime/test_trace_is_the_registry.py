@@ -1,0 +1,288 @@
+"""Everything a manager answers comes from the trace: other managers, other
+processes and a restart see the same; what the trace does not vouch for is
+refused.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from returns.result import Failure, Success
+from sqlalchemy import text
+
+from goatherd.application import (
+    RecoverOptions,
+    RecoveryError,
+    SandboxError,
+    SandboxSpec,
+    ScopeManager,
+    recover_scopes,
+)
+from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    BlobIntegrityError,
+    CheckpointNotFoundError,
+    CheckpointState,
+    OutputConsumedError,
+    OutputSettled,
+    OutputState,
+    RecordDecodeError,
+    RecordDraft,
+    ReservedSchemaError,
+    ScopeState,
+)
+from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
+from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
+from goatherd.infrastructure.store import SQLiteTraceStore
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "trace.db"
+
+
+def sandbox(repository=None) -> MemorySandbox:
+    if repository is not None:
+        sb = MemorySandbox(MemorySandboxConfig(repository=repository))
+    else:
+        sb = MemorySandbox(MemorySandboxConfig(files={"a.txt": b"1\n"}))
+    sb.create(SandboxSpec())
+    return sb
+
+
+def failure_of(result):
+    assert isinstance(result, Failure), result
+    return result.failure()
+
+
+def sealed(mgr: ScopeManager):
+    main = sandbox()
+    root = mgr.create("root", main).unwrap()
+    wt = sandbox(main.repository)
+    child = mgr.fork_isolated(root.id, "try", None, wt).unwrap()
+    wt.write_file("b.txt", b"child\n")
+    return main, wt, mgr.seal(child.id).unwrap()
+
+
+def in_another_process(db: Path, body: str) -> str:
+    script = textwrap.dedent(
+        f"""
+        from goatherd.infrastructure.bootstrap import scope_manager_for
+        from goatherd.infrastructure.store import SQLiteTraceStore
+        with SQLiteTraceStore({str(db)!r}) as store:
+            mgr = scope_manager_for(store)
+        """
+    ) + textwrap.indent(textwrap.dedent(body), "    ")
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+class TestEveryProcessSeesTheSame:
+    def test_a_root_created_in_one_process_is_a_scope_in_another(self, path):
+        with SQLiteTraceStore(path) as store:
+            scope_manager_for(store).create("agent:main", sandbox()).unwrap()
+        out = in_another_process(
+            path,
+            """
+            scope = mgr.get("scope:agent:main")
+            print(scope.state.value, [s.id for s in mgr.all_scopes()])
+            """,
+        )
+        assert out.strip() == "active ['scope:agent:main']"
+
+    def test_a_second_manager_answers_every_query_like_the_first(self, path):
+        with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
+            first = scope_manager_for(one)
+            _, _, out = sealed(first)
+            cp = first.create_checkpoint("scope:root", b"snap").unwrap()
+            second = scope_manager_for(two)
+            assert [s.id for s in second.all_scopes()] == ["scope:root", "scope:try"]
+            again = second.output(out.id)
+            assert again is not None
+            assert again.changes == out.changes == [{"path": "b.txt", "kind": "create"}]
+            assert again.diff == out.diff
+            assert "+child" in again.diff
+            assert again.sealed_at == out.sealed_at is not None
+            view = second.checkpoint(cp.id)
+            assert view is not None
+            assert (view.snapshot, view.state) == (b"snap", CheckpointState.VALID)
+            assert view.created_at == cp.created_at
+
+    def test_the_output_s_diff_and_times_survive_a_restart(self, path):
+        with SQLiteTraceStore(path) as store:
+            _, _, out = sealed(scope_manager_for(store))
+            diff, sealed_at = out.diff, out.sealed_at
+        with SQLiteTraceStore(path) as store:
+            mgr = recover_scopes(runtime_context_for(store)).unwrap()
+            again = mgr.output(out.id)
+            assert again is not None
+            assert (again.diff, again.sealed_at) == (diff, sealed_at)
+            assert again.settled_at is None
+
+    def test_pruned_checkpoints_are_gone_everywhere_and_their_bytes_too(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            root = mgr.create("root", sandbox()).unwrap()
+            cp = mgr.create_checkpoint(root.id, b"unique bytes 1234").unwrap()
+            assert mgr.prune_checkpoints(root.id) == 1
+            with store.engine.connect() as conn:
+                blobs = conn.execute(
+                    text("SELECT count(*) FROM content_blobs")
+                ).scalar()
+            assert blobs == 0
+        out = in_another_process(
+            path,
+            f"""
+            print(mgr.checkpoint({cp.id!r}), mgr.latest_checkpoint("scope:root"))
+            print(type(mgr.restore_checkpoint({cp.id!r}).failure()).__name__)
+            """,
+        )
+        assert out.split() == ["None", "None", CheckpointNotFoundError.__name__]
+
+    def test_a_failed_restore_burns_the_checkpoint_for_every_process(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            main = sandbox()
+            root = mgr.create("root", main).unwrap()
+            cp = mgr.create_checkpoint(root.id, b"s").unwrap()
+
+            def broken_apply(state):
+                raise SandboxError("disk gone")
+
+            main.apply = broken_apply  # type: ignore[method-assign]
+            assert isinstance(failure_of(mgr.restore_checkpoint(cp.id)), SandboxError)
+        out = in_another_process(path, f"print(mgr.checkpoint({cp.id!r}).state.value)")
+        assert out.strip() == "invalid"
+
+    def test_pruned_terminal_scopes_are_hidden_in_every_process(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            root = mgr.create("root", sandbox()).unwrap()
+            child = mgr.fork(root.id, "gone").unwrap()
+            mgr.discard(child.id).unwrap()
+            assert mgr.prune_terminal() == 1
+            assert mgr.prune_terminal() == 0
+        out = in_another_process(path, "print([s.id for s in mgr.all_scopes()])")
+        assert out.strip() == "['scope:root']"
+
+
+class TestWhatTheTraceDoesNotVouchFor:
+    def test_an_edited_snapshot_row_makes_restore_refuse_and_change_nothing(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            main = sandbox()
+            root = mgr.create("root", main).unwrap()
+            cp = mgr.create_checkpoint(root.id, b"the real conversation").unwrap()
+            main.write_file("a.txt", b"changed\n")
+            with store.transaction() as conn:
+                conn.execute(text("UPDATE content_blobs SET data = :d"), {"d": b"fake"})
+            before = store.fact_count(), store.max_position()
+            refused = failure_of(mgr.restore_checkpoint(cp.id))
+            assert isinstance(refused, BlobIntegrityError)
+            assert "do not match the trace's digest" in str(refused)
+            assert main.read_file("a.txt") == b"changed\n"  # nothing applied
+            assert (store.fact_count(), store.max_position()) == before  # no claim
+            view = mgr.checkpoint(cp.id)
+            assert view is not None
+            assert view.state is CheckpointState.VALID
+
+    def test_a_deleted_snapshot_row_makes_restore_refuse(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            root = mgr.create("root", sandbox()).unwrap()
+            cp = mgr.create_checkpoint(root.id, b"x").unwrap()
+            with store.transaction() as conn:
+                conn.execute(text("DELETE FROM content_blobs"))
+            refused = failure_of(mgr.restore_checkpoint(cp.id))
+            assert isinstance(refused, BlobIntegrityError)
+            assert "missing" in str(refused)
+
+    def test_an_edited_diff_row_is_refused_when_read(self, path):
+        with SQLiteTraceStore(path) as store:
+            _, _, out = sealed(scope_manager_for(store))
+            with store.transaction() as conn:
+                conn.execute(text("UPDATE content_blobs SET data = :d"), {"d": b"x"})
+            with pytest.raises(BlobIntegrityError):
+                _ = out.diff
+
+    def test_a_settled_record_with_an_extra_key_consumes_the_output(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            _, _, out = sealed(mgr)
+            forged = RecordDraft(
+                "capture",
+                OutputSettled.SCHEMA,
+                {
+                    "output_id": out.id,
+                    "action": "released",
+                    "state_digest": out.workspace.digest(),
+                    "written_by": "another implementation",
+                },
+            )
+            store.append(
+                TRUSTED_APPEND_CONTEXT,
+                AppendBatch(
+                    "other:settle", (AppendGroup(out.id, fact_drafts=(forged,)),)
+                ),
+            )
+            assert out.state is OutputState.RELEASED
+            again = failure_of(mgr.settle(out.id, "selected"))
+            assert isinstance(again, OutputConsumedError)
+            with SQLiteTraceStore(path) as other:
+                second = scope_manager_for(other)
+                assert isinstance(
+                    failure_of(second.settle(out.id, "discarded")), OutputConsumedError
+                )
+
+    def test_a_malformed_runtime_record_stops_the_runtime_and_names_it(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            _, _, out = sealed(mgr)
+            forged = RecordDraft(
+                "capture", OutputSettled.SCHEMA, {"output_id": out.id, "action": 5}
+            )
+            receipt = store.append(
+                TRUSTED_APPEND_CONTEXT,
+                AppendBatch("other:bad", (AppendGroup(out.id, fact_drafts=(forged,)),)),
+            )
+        with SQLiteTraceStore(path) as store:
+            failed = recover_scopes(runtime_context_for(store), RecoverOptions())
+            error = failure_of(failed)
+            assert isinstance(error, RecoveryError)
+            assert receipt.fact_ids[0] in str(error)
+            assert "payload.action must be a string, got an integer" in str(error)
+            with pytest.raises(RecordDecodeError):
+                scope_manager_for(store).settle(out.id, "released")
+
+    def test_lifecycle_schemas_cannot_be_appended_as_facts(self, path):
+        with SQLiteTraceStore(path) as store:
+            mgr = scope_manager_for(store)
+            root = mgr.create("root", sandbox()).unwrap()
+            child = mgr.fork(root.id, "c").unwrap()
+            before = store.fact_count()
+            for schema in (
+                "goatherd.scope.merged.v1",
+                "goatherd.run_output.settled.v1",
+                "shepherd.scope.forked.v1",
+                "goatherd.my.own.v1",
+            ):
+                refused = failure_of(
+                    child.append_fact(schema, "x", {"child_owner": "c"})
+                )
+                assert isinstance(refused, ReservedSchemaError)
+            assert store.fact_count() == before
+            assert child.state is ScopeState.ACTIVE
+            assert isinstance(
+                child.append_fact("app.note.v1", "note", {"n": 1}), Success
+            )

@@ -1,0 +1,87 @@
+"""Recorded traces (``tests/golden/*.json``) and how to replay them into a store.
+
+A fixture holds the batches a writer appended, in order, each group's records
+with their mode, schema, kind label, payload and causal parents; a parent is
+named ``@<name>`` after an earlier record's ``name`` (its id is what the store
+gives it). ``legacy_checkpoints`` are rows of the checkpoint table that traces
+written before blobs were content-addressed carry. ``expected`` is what every
+reader must answer: the scopes, checkpoints and outputs, or the refusal.
+
+Fixtures never change once committed; a new format gets a new file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert
+
+from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    RecordDraft,
+)
+from goatherd.infrastructure.store import SqlAlchemyTraceStore
+from goatherd.infrastructure.store.schema import checkpoint_snapshots
+
+HERE = Path(__file__).resolve().parent
+
+
+def fixtures() -> Iterator[Path]:
+    """Yield every recorded trace, by name."""
+    yield from sorted(HERE.glob("*.json"))
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Read one fixture."""
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def replay(store: SqlAlchemyTraceStore, fixture: dict[str, Any]) -> dict[str, str]:
+    """Append the fixture's batches to ``store``; return its record names -> ids."""
+    names: dict[str, str] = {}
+    for batch in fixture["batches"]:
+        groups = []
+        pending: list[str] = []
+        for group in batch["groups"]:
+            drafts = []
+            for record in group["records"]:
+                parents = tuple(names[p[1:]] for p in record.get("caused_by", ()))
+                drafts.append(
+                    RecordDraft(
+                        record["mode"],
+                        record["schema"],
+                        record["payload"],
+                        record.get("kind", ""),
+                        caused_by_fact_ids=parents,
+                    )
+                )
+                pending.append(record.get("name", ""))
+            groups.append(AppendGroup(group["owner"], fact_drafts=tuple(drafts)))
+        receipt = store.append(
+            TRUSTED_APPEND_CONTEXT, AppendBatch(batch["intent"], tuple(groups))
+        )
+        for name, record_id in zip(pending, receipt.fact_ids, strict=True):
+            if name:
+                names[name] = record_id
+    rows = fixture.get("legacy_checkpoints", [])
+    if rows:
+        with store.transaction() as conn:
+            for row in rows:
+                conn.execute(
+                    insert(checkpoint_snapshots),
+                    {
+                        "checkpoint_id": row["checkpoint_id"],
+                        "scope_id": row["scope_id"],
+                        "seq": row["seq"],
+                        "state_json": json.dumps(row["state"]),
+                        "snapshot": bytes.fromhex(row["snapshot_hex"]),
+                        "created_at_unixnano": row["created_at_unixnano"],
+                    },
+                )
+    return names
