@@ -24,7 +24,11 @@ and column and the check that covers it):
   the ``checkpoint.created`` record that vouches for it;
 * **blob store**: every stored byte string against its address, every holder
   against the record that names its blob, every address a live record names
-  present.
+  present;
+* **chain**: every commit digest and head link recomputed from the rows and
+  compared with the stored chain (``SqlAlchemyTraceStore.verify_chain``, ADR
+  0038): an edit of anything a commit wrote, a removed commit, or a head that
+  does not match the rows.
 
 The checks only read. Problems come in a deterministic order: well-formedness
 first, then each check in the order above.
@@ -35,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from goatherd.domain.errors import GoatherdError
 from goatherd.infrastructure.integrity_checks import Verifier
 from goatherd.infrastructure.integrity_rows import load_rows
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
@@ -97,6 +102,23 @@ class _Problems:
             self.items.append(IntegrityProblem(check, detail, record_id))
 
 
+def _check_chain(store: SqlAlchemyTraceStore, problems: _Problems) -> None:
+    try:
+        chain = store.verify_chain()
+    except GoatherdError as exc:
+        problems.add("chain", f"the chain cannot be recomputed: {exc}")
+        return
+    except Exception as exc:  # named, like the Verifier's checks
+        problems.add(
+            "chain",
+            f"the check stopped on {type(exc).__name__}: {exc} (a bug in "
+            "verify: the trace is not vouched for)",
+        )
+        return
+    for problem in chain.problems:
+        problems.add("chain", str(problem))
+
+
 def verify_trace(
     store: SqlAlchemyTraceStore,
     *,
@@ -121,6 +143,7 @@ def verify_trace(
         conn.rollback()
     tick("rows", 1, 1)
     Verifier(rows, problems.add, tick).run()
+    _check_chain(store, problems)
     return IntegrityReport(
         records=len(rows.records),
         path_entries=len(rows.entries),

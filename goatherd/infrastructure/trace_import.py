@@ -49,6 +49,7 @@ from goatherd.infrastructure.integrity_rules import (
     ledger_refs,
 )
 from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.engine import postgres_engine
 from goatherd.infrastructure.store.opening import open_trace_store
 from goatherd.infrastructure.store.outages import outages
@@ -64,6 +65,7 @@ from goatherd.infrastructure.store.schema import (
     path_entries,
     records,
 )
+from goatherd.infrastructure.store.sealing import seal
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
 from goatherd.infrastructure.trace_import_intent import (
     IntentProver,
@@ -167,7 +169,10 @@ def import_trace(
             importer.feed(number, raw)
             if progress is not None and number % 500 == 0:
                 progress("import", number, 0)
-        return importer.finish()
+        summary = importer.finish()
+        # Number and chain the imported commits in the same transaction (ADR 0038).
+        seal(Driver(conn))
+        return summary
 
 
 def _require_empty(conn: Connection) -> None:
@@ -539,7 +544,7 @@ def import_trace_to(
 def _has_trace_tables(url: str) -> bool:
     engine = postgres_engine(url)
     try:
-        with outages(), engine.connect() as conn:
+        with outages, engine.connect() as conn:
             return bool(inspect(conn).has_table(meta.name))
     finally:
         engine.dispose()

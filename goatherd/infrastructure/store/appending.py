@@ -46,7 +46,12 @@ from goatherd.domain.records import (
     RetainedContextDraft,
 )
 from goatherd.infrastructure.store import postgres as pg
-from goatherd.infrastructure.store.chain import commit_digest, link, parse_meta
+from goatherd.infrastructure.store.chain import (
+    commit_digest,
+    commit_time,
+    link,
+    parse_meta,
+)
 from goatherd.infrastructure.store.codec import (
     decode_envelope,
     storage_json,
@@ -184,7 +189,9 @@ def _bind(
 
 def _chain(plans: Sequence[MemberPlan], state: TxnState, postgres: bool) -> None:
     """Digest each commit; on SQLite also link it (its predecessor is known)."""
+    committed_at = commit_time(postgres=postgres)
     for plan in plans:
+        plan.committed_at = committed_at
         plan.commit_digest = commit_digest(plan.content(), checked=False)
         if not postgres:
             assert state.head is not None

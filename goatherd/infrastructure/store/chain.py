@@ -9,16 +9,16 @@ in commit order), a **commit digest** over what that commit wrote, and a
                            + commit_digest(k))
     head(-1)      = 64 zeros
 
-The commit object holds ``commit_seq``; the intent's id, batch digest and
-stored receipt text; the contexts it created (every column); its path entries
-(path, ordinal, record id, context, kind label, commit receipt, position); the
-metadata of every record those entries place (id, digest, schema, mode,
-witness, parents), never the payload bytes, so a later recorded redaction of
-a payload leaves the chain verifiable (the record id still pins the payload);
-and the frontier index rows it wrote. The head is therefore a fingerprint of
-the whole trace: any rewrite, reordering or truncation of what a reader shows
-or trusts changes it (``committed_at`` and the rebuildable edge rows and
-counters are not in it; ``verify`` checks those against what is).
+The commit object holds ``commit_seq``; the intent's id, batch digest,
+stored receipt text and commit time; the contexts it created (every column);
+its path entries (path, ordinal, record id, context, kind label, commit
+receipt, position); the metadata of every record those entries place (id,
+digest, schema, mode, witness, parents), never the payload bytes, so a later
+recorded redaction of a payload leaves the chain verifiable (the record id
+still pins the payload); and the frontier index rows it wrote. The head is
+therefore a fingerprint of the whole trace: any rewrite, reordering or
+truncation of what a reader shows or trusts changes it (the rebuildable edge
+rows and counters are not in it; ``verify`` checks those against what is).
 
 ``meta.head`` holds ``<commits> <head digest>`` after the last linked commit.
 On SQLite every commit links itself inside its transaction. PostgreSQL
@@ -34,6 +34,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import groupby
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Final
@@ -46,6 +47,7 @@ __all__ = [
     "GENESIS",
     "TraceHead",
     "commit_digest",
+    "commit_time",
     "format_head",
     "link",
     "parse_head",
@@ -127,6 +129,7 @@ class CommitContent:
     append_intent_id: str
     batch_digest: str
     receipt_json: str
+    committed_at: str
     contexts: Sequence[ContextRow] = ()
     entries: Sequence[EntryRow] = ()
     records: Sequence[RecordMeta] = ()
@@ -149,6 +152,7 @@ def commit_digest(content: CommitContent, *, checked: bool = True) -> str:
         "append_intent_id": content.append_intent_id,
         "batch_digest": content.batch_digest,
         "receipt_json": content.receipt_json,
+        "committed_at": content.committed_at,
         "contexts": sorted(content.contexts),
         "entries": sorted(content.entries, key=_entry_key),
         "records": [[*r[:5], list(r[5])] for r in records],
@@ -175,6 +179,19 @@ def _check(value: object) -> None:
             _check(item)
     elif not (value is None or isinstance(value, str) or type(value) is int):
         raise TypeError(f"{type(value).__name__} value {value!r:.40} in a chained row")
+
+
+def commit_time(*, postgres: bool) -> str:
+    """Return now (UTC) as the database's ``CURRENT_TIMESTAMP`` text would read.
+
+    SQLite: ``YYYY-MM-DD HH:MM:SS``; PostgreSQL: with microseconds and
+    ``+00``. The writer sets ``committed_at`` itself, not through the column
+    default, because the commit digest covers it.
+    """
+    now = datetime.now(UTC)
+    if postgres:
+        return now.strftime("%Y-%m-%d %H:%M:%S.%f+00")
+    return now.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def link(previous: str, digest: str) -> str:
@@ -231,7 +248,7 @@ def contents_from_rows(
     """Rebuild each commit's content from row streams sorted by ``commit_seq``.
 
     ``intents`` rows are ``(commit_seq, intent, batch_digest, receipt_json,
-    commit_digest, head_digest)``; the others start with ``commit_seq``
+    commit_digest, head_digest, committed_at)``; the others start with ``commit_seq``
     followed by the columns :class:`CommitContent` holds (entries joined with
     their record's metadata, ``caused_by_json`` still text).
     """
@@ -282,6 +299,7 @@ def _content(
             append_intent_id=intent_id,
             batch_digest=intent[2],
             receipt_json=intent[3],
+            committed_at=intent[6],
             contexts=[tuple(c[1:8]) for c in contexts],
             entries=[tuple(e[1:8]) for e in entries],
             records=records,

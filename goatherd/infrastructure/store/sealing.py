@@ -130,76 +130,108 @@ def verify_chain(
 ) -> ChainReport:
     """Recompute every commit digest and link from the rows; compare with the stored.
 
-    Read-only. ``expect``: a head noted earlier; the report says whether this
-    trace still has it after the same number of commits (nothing it covered
-    was rewritten or truncated). A head noted without its count matches at
-    any length. ``legacy``: a schema v1 trace, numbered as its upgrade will.
+    Read-only. Each commit's stored digest is compared with the one its rows
+    give, and each stored link with the link from the stored link before it,
+    so one edit is named once, at the commit it touched; ``meta.head`` must
+    be the last stored link. ``expect``: a head noted earlier; the report
+    says whether this trace still has it after the same number of commits
+    (nothing it covered was rewritten or truncated). A head noted without its
+    count matches at any length. ``legacy``: a schema v1 trace, numbered as
+    its upgrade will.
     """
-    problems: list[ChainProblem] = []
-    previous, commits, unsealed, seen = GENESIS, 0, 0, -1
-    expected: bool | None = None
-    if expect is not None:
-        expected = _matches(expect, 0, GENESIS)
+    walk = _Walk(expect)
     safe = pg.INT64_MAX if legacy else _safe_commit(sql)
     for intent, content in _contents(sql, 0, legacy):
-        seq = int(intent[0])
-        if seq > safe:
+        if int(intent[0]) > safe:
             break
-        if seq != seen + 1:
-            problems.append(
-                ChainProblem(seq, intent[1], f"commit {seen + 1} is missing")
-            )
-        seen = seq
+        walk.step(intent, content)
+    head = TraceHead(walk.commits, walk.previous)
+    stored = None if legacy else walk.check_meta(sql)
+    return ChainReport(head, stored, tuple(walk.problems), walk.expected, walk.unsealed)
+
+
+class _Walk:
+    """The chain recomputed from the rows, and the stored chain beside it."""
+
+    def __init__(self, expect: TraceHead | None) -> None:
+        self.problems: list[ChainProblem] = []
+        self.previous, self.commits, self.seen = GENESIS, 0, -1
+        self.chained, self.linked, self.unsealed = GENESIS, 0, 0
+        self.expect = expect
+        self.expected = None if expect is None else _matches(expect, 0, GENESIS)
+
+    def step(
+        self, intent: Sequence[Any], content: CommitContent | ChainProblem
+    ) -> None:
+        seq, intent_id = int(intent[0]), intent[1]
+        stored_digest, stored_head = intent[4], intent[5]
+        if seq != self.seen + 1:
+            self.report(seq, intent_id, f"commit {self.seen + 1} is missing")
+        self.seen = seq
+        digest: str | None = None
         if isinstance(content, ChainProblem):
-            problems.append(content)
-            continue
-        digest = commit_digest(content)
-        previous = link(previous, digest)
-        commits = seq + 1
-        _compare(problems, intent, digest, previous)
-        unsealed += intent[5] is None
-        if expect is not None and not expected:
-            expected = _matches(expect, commits, previous)
-    head = TraceHead(commits, previous)
-    stored_commits, stored_digest = (0, None) if legacy else read_head(sql)
-    stored = None if stored_digest is None else TraceHead(stored_commits, stored_digest)
-    if stored is not None and not unsealed and stored != head:
-        problems.append(
-            ChainProblem(None, None, f"meta head is {stored}, the rows give {head}")
-        )
-    return ChainReport(head, stored, tuple(problems), expected, unsealed)
+            self.problems.append(content)
+        else:
+            digest = commit_digest(content)
+            self.previous = link(self.previous, digest)
+            self.commits = seq + 1
+            if stored_digest is not None and stored_digest != digest:
+                self.report(
+                    seq,
+                    intent_id,
+                    "what the commit wrote changed since it committed "
+                    "(its commit digest differs)",
+                )
+        if stored_head is None:
+            self.unsealed += 1
+        else:
+            self._follow(seq, intent_id, stored_digest or digest, stored_head)
+        if self.expect is not None and not self.expected:
+            self.expected = _matches(self.expect, self.commits, self.previous)
+
+    def _follow(
+        self, seq: int, intent_id: str, digest: str | None, stored_head: str
+    ) -> None:
+        if self.unsealed:
+            self.report(seq, intent_id, "linked after a commit that is not linked")
+        elif digest is not None and stored_head != link(self.chained, digest):
+            self.report(
+                seq,
+                intent_id,
+                "its head digest does not follow from the commit before "
+                "(the chain was rewritten or a commit removed)",
+            )
+        self.chained, self.linked = stored_head, seq + 1
+
+    def report(self, seq: int | None, intent_id: str | None, detail: str) -> None:
+        self.problems.append(ChainProblem(seq, intent_id, detail))
+
+    def check_meta(self, sql: Driver) -> TraceHead | None:
+        """Compare ``meta.head`` with the last stored link; return it."""
+        rows = sql.rows(_META_HEAD_SQL, (META_HEAD,))
+        value = rows[0][0] if rows else None
+        try:
+            commits, digest = parse_meta(value)
+        except ValueError:
+            self.report(None, None, f"meta head {value!r} is not <commits> <digest>")
+            return None
+        last = TraceHead(self.linked, self.chained)
+        if digest is None:
+            if self.linked:
+                self.report(
+                    None, None, f"meta has no head, the rows are linked to {last}"
+                )
+            return None
+        stored = TraceHead(commits, digest)
+        if stored != last:
+            self.report(
+                None, None, f"meta head is {stored}, the stored links end at {last}"
+            )
+        return stored
 
 
 def _matches(expect: TraceHead, commits: int, digest: str) -> bool:
     return digest == expect.digest and expect.commits in (commits, -1)
-
-
-def _compare(
-    problems: list[ChainProblem], intent: Sequence[Any], digest: str, head: str
-) -> None:
-    seq, intent_id, stored_digest, stored_head = (
-        intent[0],
-        intent[1],
-        intent[4],
-        intent[5],
-    )
-    if stored_digest is not None and stored_digest != digest:
-        problems.append(
-            ChainProblem(
-                seq,
-                intent_id,
-                "what the commit wrote changed since it "
-                "committed (its commit digest differs)",
-            )
-        )
-    elif stored_head is not None and stored_head != head:
-        problems.append(
-            ChainProblem(
-                seq,
-                intent_id,
-                "the chain was broken before this commit (its head digest differs)",
-            )
-        )
 
 
 def _contents(
@@ -289,7 +321,7 @@ _NUMBERED_V1_PG = (
 _INTENTS_SQL = (
     "WITH n AS ({numbered}) "
     "SELECT n.commit_seq, i.append_intent_id, i.batch_digest, i.receipt_json, "
-    "{chain} FROM append_intents i JOIN n "
+    "{chain}, i.committed_at FROM append_intents i JOIN n "
     "ON n.append_intent_id = i.append_intent_id "
     "WHERE n.commit_seq >= ? ORDER BY n.commit_seq"
 )

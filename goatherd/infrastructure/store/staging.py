@@ -114,6 +114,7 @@ class MemberPlan:
     frontier: FrontierRow | None = None
     commit_digest: str | None = None
     head_digest: str | None = None
+    committed_at: str = ""
 
     def bind(self, first_position: int, first_commit: int) -> None:
         """Shift offsets by the drawn numbers (0, 0 on SQLite) and build the receipt."""
@@ -138,6 +139,7 @@ class MemberPlan:
             append_intent_id=prepared.intent_id,
             batch_digest=prepared.digest,
             receipt_json=self.receipt_json,
+            committed_at=self.committed_at,
             contexts=[
                 (
                     c.context_id,

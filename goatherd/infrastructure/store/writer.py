@@ -60,6 +60,7 @@ def persist_group(
                 p.prepared.intent_id,
                 p.prepared.digest,
                 p.receipt_json,
+                p.committed_at,
                 p.commit_seq,
                 p.commit_digest,
                 p.head_digest,
@@ -305,7 +306,8 @@ def _entry_row(record: StagedRecord, plan: MemberPlan, txid: int | None) -> Row:
 # (``driver.py`` says why they bypass SQLAlchemy Core).
 _INSERT_INTENT = (
     "INSERT INTO append_intents (append_intent_id, batch_digest, receipt_json, "
-    "commit_seq, commit_digest, head_digest, txid) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "committed_at, commit_seq, commit_digest, head_digest, txid) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_CONTEXT = (
     "INSERT INTO contexts (context_id, active_binding_refs_json, "

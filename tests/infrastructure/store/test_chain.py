@@ -13,13 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete, text, update
+from sqlalchemy import delete, select, text, update
 
 from goatherd import TRUSTED_APPEND_CONTEXT, AppendBatch, AppendGroup, CutSpec
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     SQLiteTraceStore,
+    appending,
     open_trace_store,
     open_trace_store_read_only,
 )
@@ -74,8 +75,16 @@ class TestTheHead:
         assert report.expected is True
 
     def test_the_same_appends_give_the_same_head_on_every_backend(
-        self, open_store: Callable[[], SqlAlchemyTraceStore], tmp_path: Path
+        self,
+        open_store: Callable[[], SqlAlchemyTraceStore],
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        # Apart from the commit time (in the chain, in each backend's form),
+        # nothing backend-specific enters a digest.
+        monkeypatch.setattr(
+            appending, "commit_time", lambda *, postgres: "2025-01-02 03:04:05"
+        )
         store = open_store()
         _fill(store)
         with SQLiteTraceStore(tmp_path / "other.sqlite") as other:
@@ -141,6 +150,11 @@ EDITS: dict[str, Callable[[], object]] = {
         update(append_intents)
         .where(append_intents.c.append_intent_id == "i:1")
         .values(receipt_json='{"append_intent_id":"i:1"}')
+    ),
+    "commit time": lambda: (
+        update(append_intents)
+        .where(append_intents.c.append_intent_id == "i:1")
+        .values(committed_at="2001-01-01 00:00:00")
     ),
     "batch digest": lambda: (
         update(append_intents)
@@ -233,7 +247,17 @@ class TestTampering:
                     .where(meta.c.key == "next_commit_seq")
                     .values(value=str(last.position))
                 )
-                conn.execute(delete(meta).where(meta.c.key == "head"))
+                # and point meta.head at the last link left
+                ((seq, head),) = conn.execute(
+                    select(append_intents.c.commit_seq, append_intents.c.head_digest)
+                    .order_by(append_intents.c.commit_seq.desc())
+                    .limit(1)
+                ).all()
+                conn.execute(
+                    update(meta)
+                    .where(meta.c.key == "head")
+                    .values(value=f"{seq + 1} {head}")
+                )
             assert verify_trace(store).ok  # consistent: only the head tells
             report = store.verify_chain(expect=noted)
             assert report.expected is False
