@@ -218,7 +218,8 @@ def parse_head(text: str) -> TraceHead:
     value = value.removeprefix("sha256:")
     if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
         raise ValueError(
-            f"not a trace head: {text!r} (want <commits>:sha256:<64 lowercase hex>)"
+            f"not a trace head: {text[:80]!r} "
+            "(want <commits>:sha256:<64 lowercase hex>)"
         )
     return TraceHead(commits, value)
 

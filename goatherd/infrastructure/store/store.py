@@ -71,6 +71,7 @@ from goatherd.infrastructure.store.chain import ChainReport, TraceHead, parse_he
 from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt
 from goatherd.infrastructure.store.commits import CommitQueue
+from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.engine import (
     BUSY_TIMEOUT_MS,
     DURABILITY_LEVELS,
@@ -564,11 +565,22 @@ class SqlAlchemyTraceStore:
         if not self._read_only:
             return self.seal()
         with self._reading() as reader:
-            if not self._legacy:
-                head = linked_head(reader.driver)
-                if head is not None:
-                    return head
-            return verify_chain(reader.driver, legacy=self._legacy).head
+            return self._head_of(reader.driver)
+
+    def head_at(self, conn: Connection) -> TraceHead:
+        """Return the head as ``conn``'s snapshot sees it; never writes.
+
+        For a reader that must name the head of exactly what it read in one
+        transaction (``export`` writes it into its end line).
+        """
+        return self._head_of(Driver(conn))
+
+    def _head_of(self, driver: Driver) -> TraceHead:
+        if not self._legacy:
+            head = linked_head(driver)
+            if head is not None:
+                return head
+        return verify_chain(driver, legacy=self._legacy).head
 
     def _link_if_needed(self) -> None:
         """Link a trace a previous version (or an import) left unlinked."""
