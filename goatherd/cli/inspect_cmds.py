@@ -185,6 +185,7 @@ def stats_lines(stats: TraceStats) -> list[str]:
         f"cuts               {stats.frontiers}",
         f"checkpoint blobs   {stats.checkpoint_blobs}",
         f"materializations   {stats.materializations}",
+        f"head               {stats.head}  (note it: verify --expect-head HEAD)",
         "records per schema",
     ]
     lines += [f"  {count:>8}  {schema}" for schema, count in stats.schemas.items()]
@@ -207,7 +208,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute and cross-check everything; exit 1 naming the first bad row."""
     bar = ProgressBar()
     with open_read_only(args.db) as store:
-        report = verify_trace(store, progress=bar, max_problems=None if args.all else 1)
+        report = verify_trace(
+            store,
+            progress=bar,
+            max_problems=None if args.all else 1,
+            expect_head=args.expect_head,
+        )
     bar.finish()
     if args.json:
         emit_json(_verify_json(report))
@@ -217,7 +223,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"ok: {report.records} records, {report.path_entries} path entries, "
             f"{report.log_positions} log positions, {report.intents} intents, "
             f"{report.contexts} contexts, {report.frontiers} frontiers, "
-            f"{report.checkpoint_blobs} checkpoint blobs verified"
+            f"{report.checkpoint_blobs} checkpoint blobs verified; head {report.head}"
+            + (" (extends the expected head)" if report.expected_head else "")
         )
         return 0
     first = report.problems[0]
@@ -241,6 +248,8 @@ def _verify_json(report: IntegrityReport) -> dict[str, object]:
         "contexts": report.contexts,
         "checkpoint_blobs": report.checkpoint_blobs,
         "materializations": report.materializations,
+        "head": report.head,
+        "expected_head": report.expected_head,
         "problem_count": report.problem_count,
         "problems": [
             {"check": p.check, "record_id": p.record_id, "detail": p.detail}

@@ -13,7 +13,10 @@ before still accept a leading positional ``DB``.
 from __future__ import annotations
 
 import argparse
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from goatherd.infrastructure.store.chain import TraceHead
 
 __all__ = [
     "DB_ENV",
@@ -70,6 +73,16 @@ def _seconds(text: str) -> float:
     if not 0.01 <= value <= 3600:
         raise argparse.ArgumentTypeError(f"must be 0.01 to 3600 seconds, got {text}")
     return value
+
+
+def _trace_head(text: str) -> TraceHead:
+    """Parse a noted trace head (argparse type; loads the store only when given)."""
+    from goatherd.infrastructure.store.chain import parse_head
+
+    try:
+        return parse_head(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -229,6 +242,13 @@ def _inspection(sub: Subparsers[argparse.ArgumentParser]) -> None:
     )
     verify.add_argument(
         "--all", action="store_true", help="report every problem, not only the first"
+    )
+    verify.add_argument(
+        "--expect-head",
+        metavar="HEAD",
+        type=_trace_head,
+        help="a head noted earlier (<commits>:sha256:<hex>, from stats, verify or "
+        "export): fail unless the trace still extends it",
     )
     _command(
         sub,
