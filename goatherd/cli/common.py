@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from returns.result import Failure, Result
+from sqlalchemy.engine import make_url
 
 from goatherd.application import Sandbox, SandboxResolver, ScopeManager
 from goatherd.cli.parser import WORKSPACE_ENV
@@ -59,9 +60,32 @@ GIT_BACKEND: Final = "git"
 """The backend name of git sandboxes (``GitSandbox.backend()``)."""
 
 
-def open_read_only(db: str) -> SqlAlchemyTraceStore:
-    """Open an existing trace without ever writing to it."""
-    return open_trace_store_read_only(db)
+def open_read_only(db: str, *, live: bool = False) -> SqlAlchemyTraceStore:
+    """Open an existing trace without ever writing to it.
+
+    ``live``: the reader stays open while writers work (``log --follow``,
+    ``traceui``) and must see their commits, so SQLite reads through the WAL.
+    Without it a file with no WAL is read as it stands, with no side files,
+    which also works where this user may not write.
+    """
+    return open_trace_store_read_only(db, live=live and _can_follow(db))
+
+
+def _can_follow(db: str) -> bool:
+    """Whether a live SQLite reader can open ``db`` (PostgreSQL: always).
+
+    Reading through the WAL needs its ``-shm``: one a writer left, or one this
+    user may create beside the file. In a directory this user cannot write,
+    with no ``-wal`` (no writer is connected: SQLite keeps the file while
+    one is), the file is read as it stands.
+    """
+    if "://" in db:
+        url = make_url(db)
+        if url.get_backend_name() != "sqlite" or not url.database:
+            return True
+        db = url.database
+    file = Path(db)
+    return Path(f"{file}-wal").exists() or os.access(file.parent, os.W_OK)
 
 
 def _require_existing(db: str) -> None:

@@ -122,7 +122,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     ``--follow`` streams JSON lines with ``--json`` (one object per entry);
     without it, ``--json`` prints one JSON array.
     """
-    with open_read_only(args.db) as store:
+    with open_read_only(args.db, live=args.follow) as store:
         head = store.max_position()
         rows = _selected(store, args)
         if args.follow:

@@ -93,7 +93,7 @@ def cmd_traceui(args: argparse.Namespace) -> int:
     """Serve an existing trace, opened read-only, following new commits."""
     parse_addr(args.addr)
     extra = [load_projection(m) for m in args.module]
-    store = open_read_only(args.db)
+    store = open_read_only(args.db, live=True)
     try:
         sock = _listen(args.addr)
     except BaseException:

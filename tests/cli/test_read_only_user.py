@@ -69,11 +69,6 @@ def locked() -> Iterator[tuple[Path, dict[str, str]]]:
         shutil.rmtree(base)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQLite's read-only open writes -shm beside the trace; the store's"
-    " read-only opener that needs no write access (issue 15) has not landed",
-)
 def test_read_commands_work_without_write_permission(locked) -> None:
     trace, ids = locked
     before = sorted(p.name for p in trace.parent.iterdir())
