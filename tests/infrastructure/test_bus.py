@@ -6,7 +6,7 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -416,12 +416,18 @@ class TestRingAndBatches:
 
             loop.call_soon_threadsafe = recording  # type: ignore[method-assign,assignment]
             timed_out = await sub.wait_async(0.01)
-            threading.Timer(0.02, bus.publish, args=(event(1),)).start()
-            woken = await sub.wait_async(10)
+            woken = await parked_then(lambda: bus.publish(event(1)))
             assert positions(sub.take_all()) == [1]
-            threading.Timer(0.02, bus.close).start()
-            closed = await sub.wait_async(10)
+            closed = await parked_then(bus.close)
             return timed_out, woken, closed
+
+        async def parked_then(act: Callable[[], None]) -> bool:
+            # Start waiting, let the waiter park (one loop step), then act from
+            # another thread: the wake-up must come through the dispatcher.
+            waiting = asyncio.ensure_future(sub.wait_async(10))
+            await asyncio.sleep(0)
+            threading.Thread(target=act).start()
+            return await waiting
 
         assert asyncio.run(scenario()) == (False, True, True)
         # The publisher's thread only appends; the bus's dispatcher wakes the loop.
