@@ -1,0 +1,189 @@
+"""Erasing payloads by a recorded redaction (ADR 0062).
+
+The erased bytes leave the SQLite file and its WAL; the record keeps its id,
+schema, parents and path entries and reads back with ``redacted_by``; the
+head chain and ``verify`` stay green; what may not be erased is refused with
+one line naming why; a redaction replays under its intent id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEXT
+from goatherd.domain.errors import (
+    BatchShapeError,
+    RedactionRefusedError,
+    TraceStoreError,
+    UnknownFactError,
+)
+from goatherd.domain.records import (
+    REDACTION_OWNER,
+    REDACTION_SCHEMA_REF,
+    AppendBatch,
+    AppendGroup,
+    Record,
+    RecordDraft,
+)
+from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.store import (
+    SqlAlchemyTraceStore,
+    SQLiteTraceStore,
+    open_trace_store,
+)
+from tests.faults.conftest import postgres_url  # noqa: F401 (a fixture)
+
+CTX = TRUSTED_APPEND_CONTEXT
+
+
+def secret_batch(intent: str, secret: str, owner: str = "agent:a") -> AppendBatch:
+    drafts = (
+        RecordDraft(
+            mode="capture",
+            schema_ref="test.secret.v1",
+            payload={"secret": secret, "padding": secret * 200},
+        ),
+    )
+    return AppendBatch(intent, (AppendGroup(owner, fact_drafts=drafts),))
+
+
+def fill(store: SqlAlchemyTraceStore, secret: str) -> tuple[str, str]:
+    """One record to erase (with ``secret``) and one that stays; their ids."""
+    erased = store.append(CTX, secret_batch("i:erase", secret)).fact_ids[0]
+    kept = store.append(CTX, secret_batch("i:keep", "kept-value")).fact_ids[0]
+    return erased, kept
+
+
+def file_bytes(path: Path) -> bytes:
+    data = b""
+    for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-journal")):
+        if candidate.exists():
+            data += candidate.read_bytes()
+    return data
+
+
+def test_erased_bytes_leave_the_sqlite_file_and_its_wal(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    secret = f"SECRET-{uuid.uuid4().hex}"
+    with SQLiteTraceStore(path) as store:
+        erased, _ = fill(store, secret)
+        assert secret.encode() in file_bytes(path)
+        redaction = store.redact(CTX, "redact:1", [erased], "user asked (GDPR)")
+        assert redaction.wal_truncated
+        assert secret.encode() not in file_bytes(path)
+        assert b"kept-value" in file_bytes(path)
+    assert secret.encode() not in file_bytes(path)
+
+
+def _check_redacted_reads(store: SqlAlchemyTraceStore, secret: str) -> None:
+    erased, kept = fill(store, secret)
+    head_before = store.trace_head()
+    redaction = store.redact(CTX, "redact:1", [erased, erased], "asked")
+    assert redaction.erased == (erased,)
+    record = store.read_fact(TRUSTED_READ_CONTEXT, erased)
+    assert isinstance(record, Record)
+    assert record.redacted_by == redaction.redaction_record_id
+    assert record.payload == {}
+    assert record.envelope.schema_ref == "test.secret.v1"
+    other = store.read_fact(TRUSTED_READ_CONTEXT, kept)
+    assert isinstance(other, Record)
+    assert other.payload["secret"] == "kept-value"
+    marker = store.read_fact(TRUSTED_READ_CONTEXT, redaction.redaction_record_id)
+    assert isinstance(marker, Record)
+    assert marker.envelope.schema_ref == REDACTION_SCHEMA_REF
+    assert marker.payload == {"erased": [erased], "reason": "asked"}
+    assert marker.trace_owner_id == REDACTION_OWNER
+    assert marker.envelope.caused_by_record_ids == (erased,)
+    logged = {e.record.record_id: e.record for e in store.read_log(-1, 100)}
+    assert logged[erased].redacted_by == redaction.redaction_record_id
+    # The chain still extends the head noted before, and verify is green.
+    assert store.verify_chain(expect=head_before).ok
+    report = verify_trace(store)
+    assert report.ok, report
+    # A replay under the same intent returns the same receipt, erases nothing.
+    again = store.redact(CTX, "redact:1", [erased], "asked")
+    assert again.receipt == redaction.receipt
+    # The erased content cannot be appended again (its id names the erasure).
+    with pytest.raises(TraceStoreError, match="was erased by redaction"):
+        store.append(CTX, secret_batch("i:again", secret))
+
+
+def test_a_redacted_record_reads_back_with_redacted_by_sqlite(tmp_path: Path) -> None:
+    with SQLiteTraceStore(tmp_path / "t.sqlite") as store:
+        _check_redacted_reads(store, f"S-{uuid.uuid4().hex}")
+
+
+def test_a_redacted_record_reads_back_with_redacted_by_postgres(
+    postgres_url: str,  # noqa: F811 (a fixture)
+) -> None:
+    secret = f"S-{uuid.uuid4().hex}"
+    with open_trace_store(postgres_url) as store:
+        _check_redacted_reads(store, secret)
+        with store.engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT count(*) FROM records WHERE body_json LIKE :s"),
+                {"s": f"%{secret}%"},
+            ).scalar()
+        assert found == 0
+
+
+def test_what_may_not_be_erased_is_refused_in_one_line(tmp_path: Path) -> None:
+    with SQLiteTraceStore(tmp_path / "t.sqlite") as store:
+        erased, _ = fill(store, "x")
+        receipt = store.append(
+            CTX,
+            AppendBatch(
+                "i:scope",
+                (
+                    AppendGroup(
+                        "scope:s",
+                        fact_drafts=(
+                            RecordDraft(
+                                mode="declaration",
+                                schema_ref="goatherd.scope.created.v1",
+                                payload={"scope_id": "s"},
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        runtime = receipt.fact_ids[0]
+        witness = store.read_fact(TRUSTED_READ_CONTEXT, erased).envelope.witness_ref
+        cases = {
+            runtime: "runtime goatherd.scope.created.v1 record",
+            witness: "it is a witness",
+            "ab" * 32: "no such record",
+        }
+        for record_id, message in cases.items():
+            with pytest.raises((RedactionRefusedError, UnknownFactError)) as info:
+                store.redact(CTX, f"r:{record_id}", [record_id], "asked")
+            assert message in str(info.value)
+            assert "\n" not in str(info.value)
+        done = store.redact(CTX, "r:1", [erased], "asked")
+        with pytest.raises(RedactionRefusedError, match="a redaction record"):
+            store.redact(CTX, "r:2", [done.redaction_record_id], "asked")
+        with pytest.raises(RedactionRefusedError, match="already erased"):
+            store.redact(CTX, "r:3", [erased], "asked")
+        with pytest.raises(RedactionRefusedError, match="at least one"):
+            store.redact(CTX, "r:4", [], "asked")
+        with pytest.raises(RedactionRefusedError, match="reason"):
+            store.redact(CTX, "r:5", [erased], "  ")
+        forged = RecordDraft(
+            mode="declaration",
+            schema_ref=REDACTION_SCHEMA_REF,
+            payload={"erased": [erased], "reason": "forged"},
+        )
+        for owner in ("agent:a", REDACTION_OWNER):
+            with pytest.raises(BatchShapeError, match="only redact"):
+                store.append(
+                    CTX,
+                    AppendBatch(
+                        f"f:{owner}", (AppendGroup(owner, fact_drafts=(forged,)),)
+                    ),
+                )
+        assert verify_trace(store).ok
