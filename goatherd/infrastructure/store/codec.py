@@ -27,11 +27,11 @@ from goatherd.domain.records import (
 __all__ = [
     "REDACTED_PREFIX",
     "decode_body",
-    "decode_record_body",
     "decode_context",
     "decode_envelope",
     "decode_receipt",
     "decode_record",
+    "decode_record_body",
     "encode_receipt",
     "encode_receipt_reference",
     "encode_refs",

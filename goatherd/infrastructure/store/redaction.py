@@ -39,7 +39,12 @@ from goatherd.infrastructure.store.plan import ContextLookup, prepare
 from goatherd.infrastructure.store.reader import StoreReader
 from goatherd.infrastructure.store.staging import MemberPlan
 
-__all__ = ["MAX_REDACTED", "Redaction", "redaction_batch", "redact_in"]
+__all__ = [
+    "MAX_REDACTED",
+    "Redaction",
+    "redact_in",
+    "redaction_batch",
+]
 
 MAX_REDACTED: Final = 10_000
 """The most record ids one redaction may name (split larger erasures)."""
@@ -152,7 +157,12 @@ def _check_erasable(reader: StoreReader, ids: Sequence[str]) -> None:
     found: dict[str, tuple[str, str]] = {}
     for start in range(0, len(ids), _CHUNK):
         chunk = list(ids[start : start + _CHUNK])
-        for row in reader.driver.rows(_ROWS_SQL + placeholders(len(chunk)), chunk):
+        sql = _ROWS_SQL + placeholders(len(chunk))
+        if reader.driver.postgres:
+            # Two concurrent redactions of one record: the second waits here,
+            # then sees the first one's body and refuses.
+            sql += " ORDER BY record_id FOR UPDATE"
+        for row in reader.driver.rows(sql, chunk):
             found[row[0]] = (row[1], row[2])
     for record_id in ids:
         stored = found.get(record_id)

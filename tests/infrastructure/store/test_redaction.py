@@ -8,6 +8,7 @@ one line naming why; a redaction replays under its intent id.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
@@ -187,3 +188,31 @@ def test_what_may_not_be_erased_is_refused_in_one_line(tmp_path: Path) -> None:
                     ),
                 )
         assert verify_trace(store).ok
+
+
+def test_two_stores_redacting_one_record_at_once_erase_it_once(
+    postgres_url: str,  # noqa: F811 (a fixture)
+) -> None:
+    """Two PostgreSQL writers race to erase one record: one wins, one refuses."""
+    with open_trace_store(postgres_url) as first:
+        erased, _ = fill(first, "raced")
+        outcomes: list[object] = []
+
+        def erase(name: str) -> None:
+            with open_trace_store(postgres_url) as store:
+                try:
+                    outcomes.append(store.redact(CTX, name, [erased], "race"))
+                except RedactionRefusedError as error:
+                    outcomes.append(error)
+
+        workers = [
+            threading.Thread(target=erase, args=(f"race:{n}",)) for n in range(4)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        refused = [o for o in outcomes if isinstance(o, RedactionRefusedError)]
+        assert len(refused) == 3
+        assert all("already erased" in str(e) for e in refused)
+        assert verify_trace(first).ok
