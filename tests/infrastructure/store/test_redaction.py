@@ -8,6 +8,7 @@ one line naming why; a redaction replays under its intent id.
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from goatherd.cli import main
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEXT
 from goatherd.domain.errors import (
     BatchShapeError,
@@ -216,3 +218,24 @@ def test_two_stores_redacting_one_record_at_once_erase_it_once(
         assert len(refused) == 3
         assert all("already erased" in str(e) for e in refused)
         assert verify_trace(first).ok
+
+
+def test_log_show_and_verify_say_a_payload_was_erased(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "t.sqlite"
+    with SQLiteTraceStore(path) as store:
+        erased, _ = fill(store, "shown")
+        noted = str(store.trace_head())
+        redaction = store.redact(CTX, "redact:1", [erased], "asked")
+    capsys.readouterr()
+    assert main(["show", str(path), erased]) == 0
+    out = capsys.readouterr().out
+    assert f"erased by redaction {redaction.redaction_record_id}" in out
+    assert "shown" not in out
+    assert main(["show", str(path), erased, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["redacted_by"] == redaction.redaction_record_id
+    assert main(["log", str(path)]) == 0
+    assert "[payload erased by redaction" in capsys.readouterr().out
+    assert main(["verify", str(path), "--expect-head", noted]) == 0
