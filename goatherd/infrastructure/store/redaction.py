@@ -12,6 +12,7 @@ committed redaction record names it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -61,6 +62,13 @@ _ROWS_SQL = "SELECT record_id, schema_ref, body_json FROM records WHERE record_i
 _INTENT_SQL = "SELECT 1 FROM append_intents WHERE append_intent_id = ?"
 _ERASE_SQL = "UPDATE records SET body_json = ? WHERE record_id = ?"
 _CHUNK: Final = 800
+_UI_EXISTS_SQLITE = (
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+    "AND name = 'traceui_entries'"
+)
+_UI_EXISTS_PG = "SELECT to_regclass('traceui_entries') IS NOT NULL"
+_UI_ROWS_SQL = "SELECT position, record_json FROM traceui_entries WHERE record_id IN "
+_UI_ERASE_SQL = "UPDATE traceui_entries SET record_json = ? WHERE position = ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +158,33 @@ def redact_in(
     redaction_record = plans[0].records[0].record_id
     body = redacted_body_json(redaction_record)
     reader.driver.run_many(_ERASE_SQL, [(body, record_id) for record_id in ids])
+    _erase_ui_copies(reader, ids, redaction_record)
     return Redaction(receipt, redaction_record, tuple(ids)), plans
+
+
+def _erase_ui_copies(reader: StoreReader, ids: Sequence[str], redaction: str) -> None:
+    """Erase the payload copies the trace UI index keeps in the same database.
+
+    The index (``traceui_entries``) is a read model of the log that serves
+    each record's JSON, payload included; left alone, it would keep the bytes.
+    """
+    sql = reader.driver
+    exists = _UI_EXISTS_PG if sql.postgres else _UI_EXISTS_SQLITE
+    if not sql.rows(exists)[0][0]:
+        return
+    rows = []
+    for start in range(0, len(ids), _CHUNK):
+        chunk = list(ids[start : start + _CHUNK])
+        rows.extend(sql.rows(_UI_ROWS_SQL + placeholders(len(chunk)), chunk))
+    updates = []
+    for position, text in rows:
+        shown = json.loads(text)
+        shown["payload"] = {}
+        shown["redacted_by"] = redaction
+        updates.append(
+            (json.dumps(shown, sort_keys=True, separators=(",", ":")), position)
+        )
+    sql.run_many(_UI_ERASE_SQL, updates)
 
 
 def _check_erasable(reader: StoreReader, ids: Sequence[str]) -> None:

@@ -33,11 +33,14 @@ from goatherd.domain.records import (
     RecordDraft,
 )
 from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.projection_runner import ProjectionRunner
+from goatherd.infrastructure.projection_views import SqlUiIndexView
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     SQLiteTraceStore,
     open_trace_store,
 )
+from goatherd.projections import UiIndexProjection
 from tests.faults.conftest import postgres_url  # noqa: F401 (a fixture)
 
 CTX = TRUSTED_APPEND_CONTEXT
@@ -239,3 +242,34 @@ def test_log_show_and_verify_say_a_payload_was_erased(
     assert main(["log", str(path)]) == 0
     assert "[payload erased by redaction" in capsys.readouterr().out
     assert main(["verify", str(path), "--expect-head", noted]) == 0
+
+
+def test_the_trace_ui_index_in_the_same_file_loses_the_payload_too(
+    tmp_path: Path,
+) -> None:
+    """The UI's read model copies payloads; a redaction erases those copies too."""
+    path = tmp_path / "t.sqlite"
+    secret = f"UI-{uuid.uuid4().hex}"
+    with SQLiteTraceStore(path) as store:
+        erased, _ = fill(store, secret)
+        runner = ProjectionRunner(
+            store,
+            (UiIndexProjection(SqlUiIndexView.bind),),
+            engine=store.engine,
+        )
+        runner.catch_up()
+        assert file_bytes(path).count(secret.encode()) > 1  # the record and its copy
+        redaction = store.redact(CTX, "redact:ui", [erased], "asked")
+        assert secret.encode() not in file_bytes(path)
+        runner.catch_up()
+        with store.engine.connect() as conn:
+            shown = [
+                json.loads(raw)
+                for (raw,) in conn.execute(
+                    text("SELECT record_json FROM traceui_entries")
+                )
+            ]
+        by_id = {row["id"]: row for row in shown}
+        assert by_id[erased]["payload"] == {}
+        assert by_id[erased]["redacted_by"] == redaction.redaction_record_id
+        assert redaction.redaction_record_id in by_id
