@@ -9,6 +9,7 @@ from goatherd.application import (
     decisions,
     errors,
     failures,
+    handles,
     intervention_key,
     manager,
     ports,
@@ -28,6 +29,7 @@ from goatherd.application.commands import RuntimeContext
 from goatherd.application.decisions import *
 from goatherd.application.errors import *
 from goatherd.application.failures import *
+from goatherd.application.handles import *
 from goatherd.application.intervention_key import *
 from goatherd.application.manager import *
 from goatherd.application.materialize import *
@@ -47,6 +49,7 @@ __all__ += best_of_n_module.__all__
 __all__ += decisions.__all__
 __all__ += errors.__all__
 __all__ += failures.__all__
+__all__ += handles.__all__
 __all__ += intervention_key.__all__
 __all__ += materialize_module.__all__
 __all__ += manager.__all__

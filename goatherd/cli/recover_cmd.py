@@ -49,7 +49,7 @@ def _scope_json(manager: ScopeManager, scope: Scope) -> dict[str, Any]:
             {
                 "id": out.id,
                 "state": out.state.value,
-                "changes": out.changes,
+                "changes": out.changes(),
             }
             for out in manager.outputs_for_scope(scope.id)
         ],

@@ -159,7 +159,7 @@ def test_a_missing_worktree_fails_the_seal_and_a_reprovisioned_retry_seals_once(
         world.sandbox.create(SandboxSpec())
         world.work()
         output = world.manager.seal(world.child.id, seq=2).unwrap()
-        assert output.changes == [{"path": "answer.txt", "kind": "create"}]
+        assert output.changes() == [{"path": "answer.txt", "kind": "create"}]
         assert world.records(SEALED) == 1
         again = world.manager.seal(world.child.id, seq=2).unwrap()
         assert again.id == output.id

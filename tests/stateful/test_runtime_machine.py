@@ -501,7 +501,7 @@ class RuntimeMachine(RuleBasedStateMachine):
                 (
                     o.id,
                     o.state.value,
-                    tuple(tuple(sorted(c.items())) for c in o.changes),
+                    tuple(tuple(sorted(c.items())) for c in o.changes()),
                 )
                 for o in mgr.outputs_for_scope(scope.id)
             ]
