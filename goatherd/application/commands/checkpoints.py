@@ -104,8 +104,12 @@ def create_checkpoint(
 
     Raises:
         ScopeNotFoundError, ScopeStateError, NoSandboxError, SandboxError,
-        SnapshotTooLargeError.
+        SnapshotTooLargeError; TypeError: ``snapshot`` is not bytes.
     """
+    if not isinstance(snapshot, bytes | bytearray | memoryview):
+        raise TypeError(
+            f"create_checkpoint: snapshot must be bytes, got {type(snapshot).__name__}"
+        )
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         cp_seq = ctx.next_seq(seq)
