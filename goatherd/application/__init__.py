@@ -8,6 +8,7 @@ from goatherd.application import best_of_n as best_of_n_module
 from goatherd.application import (
     decisions,
     errors,
+    executions,
     failures,
     handles,
     intervention_key,
@@ -28,6 +29,7 @@ from goatherd.application.best_of_n import *
 from goatherd.application.commands import RuntimeContext
 from goatherd.application.decisions import *
 from goatherd.application.errors import *
+from goatherd.application.executions import *
 from goatherd.application.failures import *
 from goatherd.application.handles import *
 from goatherd.application.intervention_key import *
@@ -48,6 +50,7 @@ __all__: list[str] = ["RuntimeContext"]
 __all__ += best_of_n_module.__all__
 __all__ += decisions.__all__
 __all__ += errors.__all__
+__all__ += executions.__all__
 __all__ += failures.__all__
 __all__ += handles.__all__
 __all__ += intervention_key.__all__
