@@ -22,14 +22,20 @@ from goatherd.domain.canonical import (
     sha256_hex,
 )
 from goatherd.domain.contexts import OperationContext
-from goatherd.domain.errors import BatchShapeError, TraceStoreError, UnknownFactError
+from goatherd.domain.errors import (
+    BatchShapeError,
+    RecordInputError,
+    TraceStoreError,
+    UnknownFactError,
+)
 from goatherd.domain.identity import (
-    RECORD_MODES,
     ROOT_WITNESS_SCHEMA_REF,
     WITNESS_SCHEMA_REF,
     record_digest,
     root_witness_body,
     root_witness_record_id,
+    validate_mode,
+    validate_schema_ref,
     validate_witness_body,
 )
 from goatherd.domain.records import (
@@ -190,14 +196,17 @@ def _validate_group(
 
 
 def _validate_draft(draft: RecordDraft, local_ids: set[str]) -> NormalizedDraft:
-    if draft.mode not in RECORD_MODES:
-        raise BatchShapeError("fact mode must be 'capture' or 'declaration'")
-    if draft.append_local_id is not None:
-        if draft.append_local_id in local_ids:
-            raise BatchShapeError(f"duplicate append-local id: {draft.append_local_id}")
-        local_ids.add(draft.append_local_id)
-    if not draft.schema_ref:
-        raise BatchShapeError("schema_ref is required")
+    try:  # the kernel's validators; a failure is a batch shape error here
+        validate_mode(draft.mode, subject="fact mode")
+        if draft.append_local_id is not None:
+            if draft.append_local_id in local_ids:
+                raise BatchShapeError(
+                    f"duplicate append-local id: {draft.append_local_id}"
+                )
+            local_ids.add(draft.append_local_id)
+        validate_schema_ref(draft.schema_ref)
+    except RecordInputError as error:
+        raise BatchShapeError(str(error)) from None
     if not isinstance(draft.payload, Mapping):
         raise BatchShapeError(
             f"fact payload must be a JSON object, got {type(draft.payload).__name__}"

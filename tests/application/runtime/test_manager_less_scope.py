@@ -310,3 +310,23 @@ def test_bad_arguments_get_one_clear_line(path, call, error, message):
         with pytest.raises(error, match=message) as raised:
             call(store)
         assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("schema_ref", "message"),
+    [
+        ("", "append_fact: schema_ref is required"),
+        (7, "append_fact: schema_ref must be a string, got int"),
+        (None, "append_fact: schema_ref must be a string, got NoneType"),
+    ],
+)
+def test_append_fact_checks_the_schema_with_the_kernel_validator(
+    path, schema_ref, message
+):
+    with SQLiteTraceStore(path) as store:
+        scope = Scope.new(store, "agent:main").with_sandbox(memory())
+        size = store.fact_count()
+        refused = failure_of(scope.append_fact(schema_ref, "note", {}))
+        assert isinstance(refused, goatherd.RecordInputError)
+        assert str(refused) == message
+        assert store.fact_count() == size
