@@ -1,9 +1,10 @@
 """The store's door checks a record with the kernel's public validators.
 
-Whatever mode or schema ref a draft carries, the store refuses it exactly
-when ``validate_mode`` / ``validate_schema_ref`` do, with their message (the
-store names the mode a ``fact mode``), refuses it as a ``BatchShapeError``,
-and writes nothing; a draft the validators accept is appended.
+The store's own checks (type, NUL, valid text, size) run first, with their own
+messages. Past them, whatever mode or schema ref a draft carries, the store
+refuses it exactly when ``validate_mode`` / ``validate_schema_ref`` do, with
+their message (the store names the mode a ``fact mode``), as a
+``BatchShapeError``, and writes nothing; a draft they accept is appended.
 """
 
 from __future__ import annotations
@@ -89,3 +90,25 @@ def test_the_root_witness_rule_is_the_validators_at_the_store(
         "root witness record must use the empty witness sentinel"
     )
     assert store.read_append_intent("i:root") is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "schema_ref", "message"),
+    [
+        (7, "app.step.v1", "groups[0].fact_drafts[0].mode must be a string, got int"),
+        ("capture\0", "app.step.v1", "groups[0].fact_drafts[0].mode contains NUL"),
+        ("capture", None, "groups[0].fact_drafts[0].schema_ref must be a string"),
+        ("capture", "s" * 1025, "schema_ref is 1025 bytes, over the store's"),
+    ],
+)
+def test_the_stores_own_stricter_checks_run_first_with_their_messages(
+    store: SqlAlchemyTraceStore, mode: object, schema_ref: object, message: str
+) -> None:
+    before = counts(store)
+    with pytest.raises(BatchShapeError) as caught:
+        store.append(
+            TRUSTED_APPEND_CONTEXT,
+            batch("i:strict", "exec:a", draft(mode=mode, schema=schema_ref)),  # type: ignore[arg-type]
+        )
+    assert message in str(caught.value)
+    assert counts(store) == before
