@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-import goatherd
+import goatherd.domain
+import goatherd.projections
 from goatherd.domain import event_class_for, runtime_fold_schemas, runtime_schemas
 from goatherd.projections import (
     EXECUTION_PROJECTION,
@@ -60,7 +61,7 @@ def test_it_is_the_two_rings_plus_the_published_fact_without_a_spec() -> None:
         spec for ring in rings for spec in ring.projection_specs
     )
     assert library.schema_refs[-1] == SCHEMA_RUNTIME_PUBLISHED_FACT
-    assert SCHEMA_RUNTIME_PUBLISHED_FACT == goatherd.PUBLISHED_FACT_SCHEMA_REF
+    assert SCHEMA_RUNTIME_PUBLISHED_FACT == goatherd.domain.PUBLISHED_FACT_SCHEMA_REF
     assert not any("published" in spec.name for spec in library.projection_specs)
 
 
@@ -105,5 +106,9 @@ def test_the_defaults_are_the_kernels_then_the_runtimes_and_public() -> None:
     libraries = default_schema_libraries()
     assert [lib.name for lib in libraries] == ["shepherd2", "goatherd.runtime"]
     assert all(isinstance(lib, StaticSchemaLibrary) for lib in libraries)
-    assert goatherd.shepherd_schemas is shepherd_schemas
-    assert goatherd.runtime_schema_library is runtime_schema_library
+    public = set(goatherd.projections.__all__)
+    assert {
+        "shepherd_schemas",
+        "runtime_schema_library",
+        "default_schema_libraries",
+    } <= (public)

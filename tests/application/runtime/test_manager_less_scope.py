@@ -27,6 +27,7 @@ from goatherd.domain import (
     CheckpointScopeMismatchError,
     CheckpointState,
     OutputState,
+    RecordInputError,
     ScopeCreated,
     ScopeExistsError,
     ScopeState,
@@ -327,6 +328,6 @@ def test_append_fact_checks_the_schema_with_the_kernel_validator(
         scope = Scope.new(store, "agent:main").with_sandbox(memory())
         size = store.fact_count()
         refused = failure_of(scope.append_fact(schema_ref, "note", {}))
-        assert isinstance(refused, goatherd.RecordInputError)
+        assert isinstance(refused, RecordInputError)
         assert str(refused) == message
         assert store.fact_count() == size

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from goatherd import (
+from goatherd.domain import (
     RECORD_MODES,
     TRUSTED_APPEND_CONTEXT,
     BatchShapeError,
