@@ -10,6 +10,7 @@ from goatherd.application import (
     errors,
     executions,
     failures,
+    handles,
     intervention_key,
     manager,
     ports,
@@ -30,6 +31,7 @@ from goatherd.application.decisions import *
 from goatherd.application.errors import *
 from goatherd.application.executions import *
 from goatherd.application.failures import *
+from goatherd.application.handles import *
 from goatherd.application.intervention_key import *
 from goatherd.application.manager import *
 from goatherd.application.materialize import *
@@ -50,6 +52,7 @@ __all__ += decisions.__all__
 __all__ += errors.__all__
 __all__ += executions.__all__
 __all__ += failures.__all__
+__all__ += handles.__all__
 __all__ += intervention_key.__all__
 __all__ += materialize_module.__all__
 __all__ += manager.__all__

@@ -9,6 +9,8 @@ Hierarchy::
                                        ``NotImplementedError``)
         UnknownSandboxBackendError     ``open_sandbox`` got an unregistered name
         SandboxConfigError             a factory got a config it cannot use
+        SandboxOwnershipError          ``with_sandbox`` claims an ownership the
+                                       trace does not record (also ``ValueError``)
         WorkspaceEscapeError           a path leaves the workspace (also ``ValueError``)
         InvalidWorkspaceStateError     a state from another backend or repository,
                                        or a corrupt one (also ``ValueError``)
@@ -41,6 +43,7 @@ __all__ = [
     "NoSandboxError",
     "SandboxConfigError",
     "SandboxError",
+    "SandboxOwnershipError",
     "UnknownSandboxBackendError",
     "UnsupportedError",
     "WorkspaceEscapeError",
@@ -94,6 +97,14 @@ class UnknownSandboxBackendError(SandboxError, LookupError):
 
 class SandboxConfigError(SandboxError, TypeError):
     """Raised when a backend factory gets a config it cannot use."""
+
+
+class SandboxOwnershipError(SandboxError, ValueError):
+    """Raised when ``with_sandbox`` claims an ownership the trace does not record.
+
+    Whether a scope owns (and so destroys) its sandbox is recorded at fork:
+    isolated children own theirs; roots and shared children own none.
+    """
 
 
 class WorkspaceEscapeError(SandboxError, ValueError):

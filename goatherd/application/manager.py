@@ -4,19 +4,19 @@
 handler in :mod:`goatherd.application.commands` and returns a
 ``returns.Result`` whose failure type is that command's closed union
 (:mod:`goatherd.application.failures`); bugs and outages raise. It holds no
-registry: every answer is read from the runtime model, the fold of the trace,
-so two managers on one trace (in one process or two) answer alike. What it
-holds is process state the trace cannot: sandbox objects and the opaque
-values callers pass at fork.
+registry: every answer is read from the runtime model, the fold of the
+trace, so two managers on one trace (in one process or two) answer alike. Its
+context holds what the trace cannot: sandbox objects and the opaque values
+callers pass at fork.
 
-:class:`Scope` and :class:`RetainedOutput` are handles: every property reads
-the caught-up model.
+The :class:`~goatherd.application.Scope` and
+:class:`~goatherd.application.RetainedOutput` handles it returns are the ones
+``Scope.new`` makes without a manager (:mod:`goatherd.application.handles`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from returns.result import Result, safe
@@ -39,31 +39,23 @@ from goatherd.application.failures import (
     WORKSPACE_FAILURES,
     CheckpointFailure,
     CreateFailure,
-    FactFailure,
     ForkFailure,
-    HaltFailure,
     LifecycleFailure,
     RestoreFailure,
     SealFailure,
-    SettleFailure,
-    WorkspaceFailure,
 )
+from goatherd.application.handles import RetainedOutput, Scope
 from goatherd.application.ports import Sandbox
 from goatherd.application.runtime import Checkpoint
 from goatherd.domain import (
     MergeProposal,
-    OutputState,
-    RetainedOutputAggregate,
     ScopeAggregate,
     ScopeState,
-    SettlementAction,
     WorkspaceState,
-    owner_of_output,
     owner_of_scope,
-    scope_id_for,
 )
 
-__all__ = ["RetainedOutput", "Scope", "ScopeManager"]
+__all__ = ["ScopeManager"]
 
 
 class ScopeManager:
@@ -72,7 +64,6 @@ class ScopeManager:
     def __init__(self, context: RuntimeContext) -> None:
         """Run the commands with ``context`` (built by the composition root)."""
         self._ctx = context
-        self._fork_values: dict[str, object] = {}
 
     @property
     def context(self) -> RuntimeContext:
@@ -88,13 +79,15 @@ class ScopeManager:
         """Return the scope ``scope_id`` names, if the trace has it (unpruned)."""
         self._ctx.refresh()
         scope = self._ctx.scope(owner_of_scope(scope_id))
-        return Scope(self, scope.owner) if self._listed(scope) else None
+        return Scope(self._ctx, scope.owner) if self._listed(scope) else None
 
     def all_scopes(self) -> list[Scope]:
         """Return every unpruned scope, in the order the trace introduced them."""
         self._ctx.model.refresh()
         return [
-            Scope(self, s.owner) for s in self._ctx.model.scopes() if self._listed(s)
+            Scope(self._ctx, s.owner)
+            for s in self._ctx.model.scopes()
+            if self._listed(s)
         ]
 
     def active_scopes(self) -> list[Scope]:
@@ -117,7 +110,7 @@ class ScopeManager:
         self, owner: str, sandbox: Sandbox | None = None
     ) -> Result[Scope, CreateFailure]:
         """Record a root scope for ``owner`` (``sandbox`` is used, not owned)."""
-        return self._create(owner, sandbox).map(lambda o: Scope(self, o))
+        return self._create(owner, sandbox).map(lambda o: Scope(self._ctx, o))
 
     @safe(exceptions=CREATE_FAILURES)
     def _create(self, owner: str, sandbox: Sandbox | None) -> str:
@@ -164,8 +157,8 @@ class ScopeManager:
         return scopes.fork(self._ctx, parent_id, child_owner, sandbox, seq)
 
     def _remember_fork(self, owner: str, snapshot: object) -> Scope:
-        self._fork_values[owner] = snapshot
-        return Scope(self, owner)
+        self._ctx.fork_values[owner] = snapshot
+        return Scope(self._ctx, owner)
 
     def merge(
         self, child_id: str, *, seq: int | None = None
@@ -348,7 +341,7 @@ class ScopeManager:
         self, scope_id: str, *, seq: int | None = None
     ) -> Result[RetainedOutput, SealFailure]:
         """Freeze the scope's workspace as an output (the scope stays active)."""
-        return self._seal(scope_id, seq).map(lambda oid: RetainedOutput(self, oid))
+        return self._seal(scope_id, seq).map(lambda oid: RetainedOutput(self._ctx, oid))
 
     @safe(exceptions=SEAL_FAILURES)
     def _seal(self, scope_id: str, seq: int | None) -> str:
@@ -358,7 +351,7 @@ class ScopeManager:
         """Return the output ``output_id`` names, if the trace has it."""
         self._ctx.model.refresh()
         found = self._ctx.model.output(output_id).exists
-        return RetainedOutput(self, output_id) if found else None
+        return RetainedOutput(self._ctx, output_id) if found else None
 
     def outputs_for_scope(self, scope_id: str) -> list[RetainedOutput]:
         """Return the scope's outputs in seal order (sequence order)."""
@@ -369,244 +362,9 @@ class ScopeManager:
             for out in self._ctx.model.outputs()
             if out.exists and out.scope_owner == owner
         )
-        return [RetainedOutput(self, oid) for _, oid in mine]
+        return [RetainedOutput(self._ctx, oid) for _, oid in mine]
 
     @safe(exceptions=SETTLE_FAILURES)
     def settle(self, output_id: str, action: str, *, seq: int | None = None) -> None:
         """Consume the output exactly once with ``action``."""
         outputs.settle(self._ctx, output_id, action, seq)
-
-    # ------------------------------------------------------------ for handles
-
-    def _scope_value(self, owner: str) -> ScopeAggregate:
-        self._ctx.refresh()
-        return self._ctx.scope(owner)
-
-    def _output_value(self, output_id: str) -> RetainedOutputAggregate:
-        self._ctx.model.refresh()
-        return self._ctx.model.output(output_id)
-
-    def _fork_value(self, owner: str) -> object:
-        return self._fork_values.get(owner)
-
-
-class Scope:
-    """A handle on one scope: its state from the trace, its sandbox here."""
-
-    def __init__(self, manager: ScopeManager, owner: str) -> None:
-        """Bind the handle (use the manager's commands to get one)."""
-        self._manager = manager
-        self._owner = owner
-
-    def __repr__(self) -> str:
-        """Show the id and state."""
-        return f"Scope({self.id!r}, state={self.state.value!r})"
-
-    def __eq__(self, other: object) -> bool:
-        """Handles on the same owner are equal."""
-        return isinstance(other, Scope) and other._owner == self._owner
-
-    def __hash__(self) -> int:
-        """Hash by owner."""
-        return hash(self._owner)
-
-    def _value(self) -> ScopeAggregate:
-        return self._manager._scope_value(self._owner)
-
-    @property
-    def id(self) -> str:
-        """The scope id (``scope:<owner>``)."""
-        return scope_id_for(self._owner)
-
-    @property
-    def owner_id(self) -> str:
-        """The trace owner path the scope writes to."""
-        return self._owner
-
-    @property
-    def state(self) -> ScopeState:
-        """The lifecycle state."""
-        return self._value().state
-
-    @property
-    def fork_point(self) -> str:
-        """The fork record's id (``""`` for a root)."""
-        return self._value().fork_point
-
-    @property
-    def parent(self) -> Scope | None:
-        """The parent scope (``None`` for a root)."""
-        parent = self._value().parent_owner
-        return None if parent is None else Scope(self._manager, parent)
-
-    @property
-    def children(self) -> list[Scope]:
-        """The forked children, in fork order."""
-        return [Scope(self._manager, kid) for kid in self._value().children]
-
-    @property
-    def sandbox(self) -> Sandbox | None:
-        """The sandbox the scope works in here (``None``: pure-causal here)."""
-        context = self._manager.context
-        context.refresh()
-        binding = context.binding(self._owner)
-        return None if binding is None else binding.sandbox
-
-    @property
-    def owns_sandbox(self) -> bool:
-        """Whether merge/discard/halt destroy the sandbox (isolated children)."""
-        value = self._value()
-        return value.isolated and not value.sandbox_destroyed
-
-    @property
-    def snapshot(self) -> object:
-        """The opaque value given at fork in this process (never persisted)."""
-        return self._manager._fork_value(self._owner)
-
-    def baseline(self) -> WorkspaceState | None:
-        """The parent's state captured at fork (``None`` if none)."""
-        return self._value().baseline
-
-    def merge(self, child: Scope) -> Result[None, LifecycleFailure]:
-        """Merge ``child`` into this scope (causal only)."""
-        return self._manager.merge_or_discard(self.id, child.id, "merge")
-
-    def discard(self, child: Scope) -> Result[None, LifecycleFailure]:
-        """Discard ``child``; its records remain, semantically abandoned."""
-        return self._manager.merge_or_discard(self.id, child.id, "discard")
-
-    def halt(self, *, seq: int | None = None) -> Result[None, HaltFailure]:
-        """Halt the scope (supervisor): it becomes ``discarded``."""
-        return self._manager.halt(self.id, seq=seq)
-
-    def inject(
-        self, guidance: str, *, seq: int | None = None
-    ) -> Result[str, FactFailure]:
-        """Record guidance for the scope's next turn; returns the record id."""
-        return self._manager.inject(self.id, guidance, seq=seq)
-
-    def append_fact(
-        self,
-        schema_ref: str,
-        kind_label: str,
-        payload: Mapping[str, Any],
-        *,
-        seq: int | None = None,
-    ) -> Result[str, FactFailure]:
-        """Append one capture of the caller's own schema; returns its record id."""
-        return self._manager.append_fact(
-            self.id, schema_ref, kind_label, payload, seq=seq
-        )
-
-    def record_run_completed(
-        self, payload: Mapping[str, Any], *, seq: int | None = None
-    ) -> Result[str, FactFailure]:
-        """Record a reversible run's outcome on this scope's path."""
-        return self._manager.record_run_completed(self.id, payload, seq=seq)
-
-    def capture_workspace(self) -> Result[WorkspaceState, WorkspaceFailure]:
-        """Capture the workspace (reusable state); the record is advisory."""
-        return self._manager.capture_workspace(self.id)
-
-    def apply_workspace(self, state: WorkspaceState) -> Result[None, WorkspaceFailure]:
-        """Reset the workspace to ``state`` (not consumed); the record is advisory."""
-        return self._manager.apply_workspace(self.id, state)
-
-    def diff_workspace(
-        self, state: WorkspaceState, max_lines: int = 0
-    ) -> Result[tuple[str, list[str]], WorkspaceFailure]:
-        """Diff the workspace against ``state`` (records nothing)."""
-        return self._manager.diff_workspace(self.id, state, max_lines)
-
-
-class RetainedOutput:
-    """A sealed child result, settle-able exactly once (a live handle)."""
-
-    def __init__(self, manager: ScopeManager, output_id: str) -> None:
-        """Bind the handle (use ``ScopeManager.seal`` or ``output`` to get one)."""
-        self._manager = manager
-        self._id = output_id
-
-    def __repr__(self) -> str:
-        """Show the id and state."""
-        return f"RetainedOutput({self._id!r}, state={self.state.value!r})"
-
-    def __eq__(self, other: object) -> bool:
-        """Handles on the same output are equal."""
-        return isinstance(other, RetainedOutput) and other._id == self._id
-
-    def __hash__(self) -> int:
-        """Hash by id."""
-        return hash(self._id)
-
-    def _value(self) -> RetainedOutputAggregate:
-        return self._manager._output_value(self._id)
-
-    @property
-    def id(self) -> str:
-        """``out:<owner>:<seq>``."""
-        return self._id
-
-    @property
-    def scope_id(self) -> str:
-        """The scope that sealed it."""
-        return scope_id_for(self._value().scope_owner or owner_of_output(self._id))
-
-    @property
-    def workspace(self) -> WorkspaceState:
-        """The sealed state."""
-        return self._value().workspace
-
-    @property
-    def baseline(self) -> WorkspaceState:
-        """The fork baseline the changes are against."""
-        return self._value().baseline
-
-    @property
-    def changes(self) -> list[dict[str, str]]:
-        """The frozen ``{path, kind}`` changes (a copy)."""
-        return [dict(c) for c in self._value().changes]
-
-    @property
-    def diff(self) -> str:
-        """The unified diff against the baseline, read from the blob store.
-
-        Raises:
-            BlobIntegrityError: the stored bytes are missing or do not match.
-        """
-        return outputs.output_diff(self._manager.context, self._value())
-
-    @property
-    def state(self) -> OutputState:
-        """The consume-once state."""
-        return self._value().state
-
-    @property
-    def action(self) -> SettlementAction | None:
-        """The verb that consumed it (``None`` until settled)."""
-        return self._value().action
-
-    @property
-    def claimed_by(self) -> str:
-        """The settle intent holding the effect claim (``""``: none)."""
-        return self._value().claimed_by
-
-    @property
-    def sealed_at(self) -> datetime | None:
-        """When its sealed record committed (``None``: not known)."""
-        intent = self._value().sealed_intent
-        return self._manager.context.trace.intent_committed_at(intent)
-
-    @property
-    def settled_at(self) -> datetime | None:
-        """When its settlement committed (``None`` until settled)."""
-        intent = self._value().settled_intent
-        if not intent:
-            return None
-        return self._manager.context.trace.intent_committed_at(intent)
-
-    def settle(
-        self, action: str, *, seq: int | None = None
-    ) -> Result[None, SettleFailure]:
-        """Settle through the manager."""
-        return self._manager.settle(self._id, action, seq=seq)

@@ -44,7 +44,8 @@ from returns.result import Failure, Result, Success
 
 from goatherd.application.errors import NoSandboxError, SandboxError, UnsupportedError
 from goatherd.application.failures import RuntimeFailure
-from goatherd.application.manager import RetainedOutput, Scope, ScopeManager
+from goatherd.application.handles import RetainedOutput, Scope
+from goatherd.application.manager import ScopeManager
 from goatherd.application.ports import Sandbox, SandboxSpec
 from goatherd.application.run_outcome import (
     MergeSupervisor,

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Final, Protocol, TypeAlias
 
 from goatherd.application.failures import RuntimeFailure
-from goatherd.application.manager import RetainedOutput, Scope
+from goatherd.application.handles import RetainedOutput, Scope
 from goatherd.domain import (
     GoatherdError,
     Intervention,

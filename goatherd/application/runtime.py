@@ -53,7 +53,8 @@ FaultHook: TypeAlias = Callable[[str, str], None]
 raises simulates a crash there (tests). Boundaries: ``before-commit`` and
 ``after-commit`` around every append batch, ``after-blob`` between stored
 bytes and the record that addresses them, ``after-effect`` between a
-workspace effect (restore, settle select/apply) and its record."""
+workspace effect (restore, settle select/apply) and its record,
+``after-release`` after a restore released its snapshot's bytes."""
 
 BLOB_DIGEST_PREFIX: Final = "sha256:"
 

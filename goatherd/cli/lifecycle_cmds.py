@@ -138,14 +138,14 @@ def _output_diff(runtime: Runtime, manager: ScopeManager, output_id: str) -> str
     output = manager.output(output_id)
     if output is None:
         raise CommandError(f"unknown output {output_id!r}")
-    stored = output.diff
+    stored = output.diff()
     if stored and not runtime.model.output(output_id).diff_truncated:
         return stored
     try:
-        _check_git(output.workspace, output_id)
+        _check_git(output.workspace(), output_id)
         with _scratch(_repository(manager.get(output.scope_id))) as sandbox:
-            sandbox.apply(output.workspace)
-            text, _files = sandbox.diff(output.baseline, 0)
+            sandbox.apply(output.workspace())
+            text, _files = sandbox.diff(output.baseline(), 0)
     except CommandError as error:
         if not stored:
             raise
@@ -206,7 +206,7 @@ def _state_of(
         output = manager.output(target)
         if output is None:
             raise CommandError(f"unknown output {target!r}")
-        return output.workspace, manager.get(output.scope_id)
+        return output.workspace(), manager.get(output.scope_id)
     if target.startswith("cp:"):
         checkpoint = manager.checkpoint(target)
         if checkpoint is None:

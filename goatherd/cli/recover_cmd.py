@@ -33,7 +33,7 @@ def scope_json(manager: ScopeManager, scope: Scope) -> dict[str, Any]:
             {
                 "id": out.id,
                 "state": out.state.value,
-                "changes": out.changes,
+                "changes": out.changes(),
             }
             for out in manager.outputs_for_scope(scope.id)
         ],

@@ -9,7 +9,9 @@ exactly one holds the claim, and only the claimant applies the workspace.
 The snapshot bytes live in the blob store, addressed by the digest the
 ``checkpoint.created`` record carries; the workspace state is in the record
 itself (older records carry only its digest, and the state is read from the
-legacy blob table and checked against it).
+legacy blob table and checked against it). A restore releases the snapshot
+(``checkpoint.restored`` names the digest), a prune releases what is still
+held: the digests stay in the trace, the bytes go.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ class CheckpointAggregate:
         claim_workspace: the scope whose workspace that claim holds.
         invalid_reason: why it was invalidated.
         pruned: whether it was pruned (its blobs released).
+        released: the blob digests its records say were released (by its
+            restore or its prune).
         created_record: the ``checkpoint.created`` record id.
         created_intent: the intent that recorded it (for its commit time).
         inconsistent: why the trace contradicts itself about it.
@@ -109,6 +113,7 @@ class CheckpointAggregate:
     claim_workspace: str = ""
     invalid_reason: str = ""
     pruned: bool = False
+    released: tuple[str, ...] = ()
     created_record: str = ""
     created_intent: str = ""
     inconsistent: str = ""
@@ -227,7 +232,13 @@ class CheckpointAggregate:
             backend=self.backend,
             revision=self.revision,
             state_digest=self.state_digest,
+            released=self._held() or None,
         )
+
+    def _held(self) -> tuple[str, ...]:
+        """The blob digests it still holds by its records (the snapshot's)."""
+        digest = self.snapshot_digest
+        return (digest,) if digest and digest not in self.released else ()
 
     def invalidate(self, reason: str) -> CheckpointInvalidated | None:
         """Decide to burn a valid checkpoint (``None``: not valid anyway)."""
@@ -239,8 +250,7 @@ class CheckpointAggregate:
         """Decide to prune it, releasing its blobs (``None``: gone already)."""
         if not self.exists or self.pruned:
             return None
-        released = (self.snapshot_digest,) if self.snapshot_digest else ()
-        return CheckpointPruned(checkpoint_id=self.checkpoint_id, released=released)
+        return CheckpointPruned(checkpoint_id=self.checkpoint_id, released=self._held())
 
     # ------------------------------------------------------------- evolve
 
@@ -277,13 +287,17 @@ class CheckpointAggregate:
             claim_workspace=event.workspace_owner or "",
         )
 
-    def with_restored(self) -> CheckpointAggregate:
-        """Fold ``checkpoint.restored``."""
+    def with_restored(self, event: CheckpointRestored) -> CheckpointAggregate:
+        """Fold ``checkpoint.restored`` (and the digests it released)."""
         if self.state is CheckpointState.INVALID:
             return self._contradicted(
                 f"checkpoint {self.checkpoint_id} is restored after it was burnt"
             )
-        return replace(self, state=CheckpointState.USED)
+        return replace(
+            self,
+            state=CheckpointState.USED,
+            released=self._with_released(event.released or ()),
+        )
 
     def with_invalidated(self, event: CheckpointInvalidated) -> CheckpointAggregate:
         """Fold ``checkpoint.invalidated`` (a used checkpoint stays used)."""
@@ -291,9 +305,12 @@ class CheckpointAggregate:
             return self
         return replace(self, state=CheckpointState.INVALID, invalid_reason=event.reason)
 
-    def with_pruned(self) -> CheckpointAggregate:
-        """Fold ``checkpoint.pruned``."""
-        return replace(self, pruned=True)
+    def with_pruned(self, event: CheckpointPruned) -> CheckpointAggregate:
+        """Fold ``checkpoint.pruned`` (and the digests it released)."""
+        return replace(self, pruned=True, released=self._with_released(event.released))
+
+    def _with_released(self, digests: tuple[str, ...]) -> tuple[str, ...]:
+        return self.released + tuple(d for d in digests if d not in self.released)
 
     def _contradicted(self, reason: str) -> CheckpointAggregate:
         return self if self.inconsistent else replace(self, inconsistent=reason)

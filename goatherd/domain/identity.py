@@ -31,7 +31,11 @@ __all__ = [
     "root_witness_body",
     "root_witness_body_digest",
     "root_witness_record_id",
+    "validate_mode",
+    "validate_root_witness_record",
+    "validate_schema_ref",
     "validate_witness_body",
+    "validate_witness_ref",
     "witness_body_digest",
 ]
 
@@ -66,8 +70,92 @@ def root_witness_body() -> dict[str, object]:
     }
 
 
+def validate_schema_ref(schema_ref: object) -> None:
+    """Check that a schema ref is a non-empty string (the seed's ``ValidateSchemaRef``).
+
+    Raises:
+        RecordInputError: ``schema_ref is required``, or naming the wrong type.
+    """
+    if not isinstance(schema_ref, str):
+        raise RecordInputError(
+            f"schema_ref must be a string, got {type(schema_ref).__name__}"
+        )
+    if not schema_ref:
+        raise RecordInputError("schema_ref is required")
+
+
+def validate_mode(mode: object, *, subject: str = "mode") -> None:
+    """Check that a record mode is ``capture`` or ``declaration`` (``ValidateMode``).
+
+    ``subject`` names the field in the message (the store says ``fact mode``).
+
+    Raises:
+        RecordInputError: ``<subject> must be 'capture' or 'declaration'``.
+    """
+    if not isinstance(mode, str):
+        raise RecordInputError(
+            f"{subject} must be 'capture' or 'declaration', got {type(mode).__name__}"
+        )
+    if mode not in RECORD_MODES:
+        raise RecordInputError(f"{subject} must be 'capture' or 'declaration'")
+
+
+def validate_witness_ref(witness: object) -> None:
+    """Check a record's witness reference (the seed's ``ValidateWitnessRef``).
+
+    It is a retained witness's record id (``sha256:...``) or the root
+    sentinel ``""``, which only the root witness record may use (see
+    :func:`validate_root_witness_record`).
+
+    Raises:
+        RecordInputError: with the reference's message.
+    """
+    if not isinstance(witness, str):
+        raise RecordInputError(
+            "witness must be a sha256 digest or the root sentinel, "
+            f"got {type(witness).__name__}"
+        )
+    if witness != ROOT_WITNESS_REF and not witness.startswith("sha256:"):
+        raise RecordInputError("witness must be a sha256 digest or the root sentinel")
+
+
+def validate_root_witness_record(
+    schema_ref: str,
+    mode: str,
+    body: Mapping[str, object],
+    caused_by: Sequence[str],
+    witness: str,
+) -> None:
+    """Check the root witness rules (the seed's ``ValidateRootWitnessRecord``).
+
+    The empty witness sentinel is legal only for the root witness record,
+    which must be a parentless capture of exactly :func:`root_witness_body`;
+    and the root witness schema must use the sentinel.
+
+    Raises:
+        RecordInputError: naming the broken rule (the reference's messages).
+    """
+    if witness == ROOT_WITNESS_REF:
+        if schema_ref != ROOT_WITNESS_SCHEMA_REF:
+            raise RecordInputError(
+                "empty witness sentinel is legal only for the root witness record"
+            )
+        if mode != "capture":
+            raise RecordInputError("root witness record mode must be 'capture'")
+        if caused_by:
+            raise RecordInputError("root witness record cannot have causal parents")
+        if not isinstance(body, Mapping) or dict(body) != root_witness_body():
+            raise RecordInputError(
+                "root witness record body must equal root_witness_body()"
+            )
+    elif schema_ref == ROOT_WITNESS_SCHEMA_REF:
+        raise RecordInputError(
+            "root witness record must use the empty witness sentinel"
+        )
+
+
 def validate_witness_body(schema_ref: str, body: Mapping[str, object]) -> None:
-    """Check a witness body before it is digested or retained.
+    """Check a witness body before it is digested (the seed's ``ValidateWitnessBody``).
 
     Bodies of the two kernel witness schemas need all eight fields, a known
     containment and a non-empty substrate; extra keys are allowed. Bodies of
@@ -76,10 +164,13 @@ def validate_witness_body(schema_ref: str, body: Mapping[str, object]) -> None:
     Raises:
         RecordInputError: with the reference's message.
     """
-    if not schema_ref:
-        raise RecordInputError("schema_ref is required")
+    validate_schema_ref(schema_ref)
     if schema_ref not in (ROOT_WITNESS_SCHEMA_REF, WITNESS_SCHEMA_REF):
         return
+    if not isinstance(body, Mapping):
+        raise RecordInputError(
+            f"witness body must be a JSON object, got {type(body).__name__}"
+        )
     missing = sorted(field for field in WITNESS_BODY_FIELDS if field not in body)
     if missing:
         raise RecordInputError(
@@ -116,17 +207,17 @@ def canonical_record_input(
 ) -> dict[str, object]:
     """Build the six-key canonical record input after the ABI's validation order.
 
+    The validators run in the reference's order: schema ref, mode, witness
+    reference, root witness rules.
+
     Raises:
         RecordInputError: for an empty schema, an unknown mode, a malformed
             witness reference or a broken root-witness rule.
     """
-    if not schema_ref:
-        raise RecordInputError("schema_ref is required")
-    if mode not in RECORD_MODES:
-        raise RecordInputError("mode must be 'capture' or 'declaration'")
-    if witness != ROOT_WITNESS_REF and not witness.startswith("sha256:"):
-        raise RecordInputError("witness must be a sha256 digest or the root sentinel")
-    _check_root_rules(schema_ref, mode, body, caused_by, witness)
+    validate_schema_ref(schema_ref)
+    validate_mode(mode)
+    validate_witness_ref(witness)
+    validate_root_witness_record(schema_ref, mode, body, caused_by, witness)
     return {
         "body": dict(body),
         "caused_by": list(caused_by),
@@ -135,32 +226,6 @@ def canonical_record_input(
         "schema_ref": schema_ref,
         "witness": witness,
     }
-
-
-def _check_root_rules(
-    schema_ref: str,
-    mode: str,
-    body: Mapping[str, object],
-    caused_by: Sequence[str],
-    witness: str,
-) -> None:
-    if witness == ROOT_WITNESS_REF:
-        if schema_ref != ROOT_WITNESS_SCHEMA_REF:
-            raise RecordInputError(
-                "empty witness sentinel is legal only for the root witness record"
-            )
-        if mode != "capture":
-            raise RecordInputError("root witness record mode must be 'capture'")
-        if caused_by:
-            raise RecordInputError("root witness record cannot have causal parents")
-        if dict(body) != root_witness_body():
-            raise RecordInputError(
-                "root witness record body must equal root_witness_body()"
-            )
-    elif schema_ref == ROOT_WITNESS_SCHEMA_REF:
-        raise RecordInputError(
-            "root witness record must use the empty witness sentinel"
-        )
 
 
 def record_digest(

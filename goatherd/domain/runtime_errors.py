@@ -55,6 +55,7 @@ __all__ = [
     "ScopeNotFoundError",
     "ScopeStateError",
     "SettleEffectLandedError",
+    "SnapshotReleasedError",
     "SnapshotTooLargeError",
     "UnknownSettlementActionError",
     "WorkspaceBusyError",
@@ -146,6 +147,29 @@ class CheckpointNotRestorableError(RuntimeRuleError):
         super().__init__(f"checkpoint {checkpoint_id} is {state}, cannot restore")
         self.checkpoint_id = checkpoint_id
         self.state = state
+
+
+class SnapshotReleasedError(CheckpointNotRestorableError):
+    """A retried restore committed already and its snapshot bytes are gone.
+
+    The restore happened (the workspace is at the checkpoint; the checkpoint
+    is ``used``); a restore releases the snapshot's bytes once its record
+    commits, so a retry after that can name only their digest.
+
+    Attributes:
+        digest: the released snapshot's digest (what the trace keeps).
+    """
+
+    def __init__(self, checkpoint_id: str, digest: str) -> None:
+        """Name the checkpoint and the digest of its released snapshot."""
+        RuntimeRuleError.__init__(
+            self,
+            f"checkpoint {checkpoint_id} was restored by this attempt already; its "
+            f"snapshot {digest} was released at the restore, only its digest remains",
+        )
+        self.checkpoint_id = checkpoint_id
+        self.state = "used"
+        self.digest = digest
 
 
 class CheckpointScopeMismatchError(RuntimeRuleError):

@@ -280,7 +280,7 @@ class RuntimeFold:
     @_on.register
     def _cp_restored(self, event: CheckpointRestored, fact: PlacedEvent) -> None:
         cp = self._checkpoint(event.checkpoint_id)
-        self.catalog.put_checkpoint(cp.with_restored())
+        self.catalog.put_checkpoint(cp.with_restored(event))
         owner = cp.claim_workspace or (
             workspace_owner_of(self.catalog, cp.scope_owner) if cp.scope_owner else ""
         )
@@ -300,7 +300,7 @@ class RuntimeFold:
     @_on.register
     def _cp_pruned(self, event: CheckpointPruned, fact: PlacedEvent) -> None:
         cp = self._checkpoint(event.checkpoint_id)
-        self.catalog.put_checkpoint(cp.with_pruned())
+        self.catalog.put_checkpoint(cp.with_pruned(event))
 
     # ------------------------------------------------------------ outputs
 

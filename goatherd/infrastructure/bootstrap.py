@@ -7,6 +7,10 @@ it). :func:`scope_manager_for` wires a manager over a store someone else
 opened. One :class:`~goatherd.application.RuntimeModel` is shared by every
 manager of one store object in this process; a :class:`Runtime` owns what
 it opened and closes it once.
+
+It also installs how ``Scope.new(store, owner_id)`` (the seed's manager-less
+``NewScope``, also :func:`new_scope`) runs commands: on one context per store
+object, built here like a manager's (ADR 0057).
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from goatherd.application import (
     RecoveryStats,
     RuntimeContext,
     RuntimeModel,
+    RuntimeTrace,
     SandboxBindings,
     SandboxResolver,
+    Scope,
     ScopeManager,
+    install_scope_context_factory,
     recover_scopes,
 )
 from goatherd.domain.effects import EffectEvent
@@ -43,6 +50,7 @@ from goatherd.infrastructure.store import (
 __all__ = [
     "EffectTap",
     "Runtime",
+    "new_scope",
     "open_runtime",
     "runtime_context_for",
     "runtime_model_for",
@@ -101,6 +109,27 @@ def scope_manager_for(
     return ScopeManager(
         runtime_context_for(store, resolver=resolver, faults=faults, sequence=sequence)
     )
+
+
+def new_scope(store: SqlAlchemyTraceStore, owner_id: str) -> Scope:
+    """Return ``owner_id``'s scope on ``store`` without a manager (``Scope.new``).
+
+    The seed's ``NewScope(store, ownerID)``; chain ``.with_sandbox(sb, owns)``.
+    A manager, recovery or another process on the trace sees the same scope.
+    """
+    return Scope.new(store, owner_id)
+
+
+def _scope_context(store: RuntimeTrace) -> RuntimeContext:
+    if not isinstance(store, SqlAlchemyTraceStore):
+        raise TypeError(
+            "Scope.new: store must be a goatherd trace store (SQLiteTraceStore, "
+            f"open_trace_store(...)), got {type(store).__name__}"
+        )
+    return store.shared("goatherd.scope_context", lambda: runtime_context_for(store))
+
+
+install_scope_context_factory(_scope_context)
 
 
 @dataclass(slots=True)

@@ -8,6 +8,8 @@ and column and the check that covers it):
   columns parse and are in the canonical storage form;
 * **identity**: every record id and witness id from its content, the witness
   chains, the kind label of every witness entry;
+* **schemas**: every record of a schema the default schema libraries know
+  decodes to its typed event (the runtime would refuse one that does not);
 * **causality**: the ordered parents (``caused_by_json`` against the edge
   rows), every parent stored, and no record before its parents in the log;
 * **ordinals** and **log**: gap-free per-path ordinals that follow the log

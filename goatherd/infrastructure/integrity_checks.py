@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from goatherd.domain.errors import DomainError
+from goatherd.domain.events import RecordDecodeError, decode_payload, event_class_for
 from goatherd.domain.events.checkpoint import CheckpointCreated
 from goatherd.domain.identity import (
     ROOT_WITNESS_REF,
@@ -55,6 +56,7 @@ from goatherd.infrastructure.store.schema import (
     SCHEMA_V1,
     SCHEMA_VERSION,
 )
+from goatherd.projections.schema_library import known_schema_refs
 
 __all__ = ["BLOB_CLOCK_SLACK", "KNOWN_META_KEYS", "Verifier", "parse_timestamp"]
 
@@ -117,6 +119,7 @@ class Verifier:
         steps: tuple[tuple[str, Callable[[], None]], ...] = (
             ("meta", self.check_meta),
             ("records", self.check_records),
+            ("schemas", self.check_schemas),
             ("causality", self.check_causality),
             ("ordinals", self.check_paths),
             ("log", self.check_log),
@@ -260,6 +263,28 @@ class Verifier:
             if cited is None or cited.schema_ref not in _WITNESS_SCHEMAS:
                 self.report(
                     "witness", f"witness_ref {witness!r} is not a stored witness", rid
+                )
+
+    # ------------------------------------------------------------ schemas
+
+    def check_schemas(self) -> None:
+        """Decode every record of a schema the default libraries know.
+
+        A record of a known schema whose typed event does not fit (wrong mode,
+        a missing or mistyped key) is one the runtime would refuse to fold.
+        """
+        known = known_schema_refs()
+        for record in self._log_order():
+            schema_ref = record.schema_ref
+            if schema_ref not in known or event_class_for(schema_ref) is None:
+                continue
+            try:
+                decode_payload(schema_ref, record.mode, record.payload)
+            except RecordDecodeError as exc:
+                self.report(
+                    "schemas",
+                    f"a {schema_ref} record the runtime cannot read: {exc.reason}",
+                    record.record_id,
                 )
 
     # -------------------------------------------------------- causality

@@ -25,7 +25,11 @@ from typing import Any, Final
 from goatherd.domain.canonical import sha256_hex
 from goatherd.domain.checkpoint import owner_of_checkpoint
 from goatherd.domain.errors import DomainError
-from goatherd.domain.events.checkpoint import CheckpointCreated, CheckpointPruned
+from goatherd.domain.events.checkpoint import (
+    CheckpointCreated,
+    CheckpointPruned,
+    CheckpointRestored,
+)
 from goatherd.domain.events.output import OutputSealed
 from goatherd.domain.identity import ROOT_WITNESS_SCHEMA_REF
 from goatherd.domain.workspace import WorkspaceState
@@ -288,15 +292,18 @@ DIFF_HOLDER: Final = "#diff"
 
 @dataclass
 class BlobAddresses:
-    """The blob each checkpoint and output record names, and pruned checkpoints.
+    """The blob each checkpoint and output record names, and what was released.
 
-    Fed with the payloads of ``checkpoint.created``, ``checkpoint.pruned`` and
-    ``run_output.sealed`` records in log order.
+    Fed with the payloads of ``checkpoint.created``, ``checkpoint.restored``,
+    ``checkpoint.pruned`` and ``run_output.sealed`` records in log order. A
+    restore names the snapshot digest it releases (ADR 0056), a prune releases
+    the rest: neither holder must still hold its bytes.
     """
 
     snapshots: dict[str, str] = field(default_factory=dict)
     diffs: dict[str, str] = field(default_factory=dict)
     pruned: set[str] = field(default_factory=set)
+    released: dict[str, set[str]] = field(default_factory=dict)
 
     def note(self, schema: str, payload: Mapping[str, Any]) -> None:
         """Take in one runtime record's payload."""
@@ -310,6 +317,13 @@ class BlobAddresses:
                 self.diffs[str(payload.get("output_id"))] = digest
         elif schema == CheckpointPruned.SCHEMA:
             self.pruned.add(str(payload.get("checkpoint_id")))
+        elif schema == CheckpointRestored.SCHEMA:
+            digests = payload.get("released")
+            if isinstance(digests, list):
+                gone = self.released.setdefault(
+                    str(payload.get("checkpoint_id")), set()
+                )
+                gone.update(d for d in digests if isinstance(d, str))
 
     def live(self) -> set[str]:
         """The addresses whose bytes a reader may still ask for."""
@@ -320,7 +334,7 @@ class BlobAddresses:
         out = {
             cp + SNAPSHOT_HOLDER: d
             for cp, d in self.snapshots.items()
-            if cp not in self.pruned
+            if cp not in self.pruned and d not in self.released.get(cp, ())
         }
         out.update({output + DIFF_HOLDER: d for output, d in self.diffs.items()})
         return out

@@ -8,6 +8,16 @@ that read them; the execution and relation libraries of the kernel live here.
 The refs themselves are spelled once, by the event classes in
 ``goatherd.domain.events``; the ``SCHEMA_EXECUTION_*`` names are the seed's.
 
+Two libraries are the default (:func:`default_schema_libraries`):
+:func:`shepherd_schemas`, the seed's ``ShepherdSchemas()`` (the execution and
+relation rings with their projection specs, and the runtime-published-fact
+ref as a known schema, folded by the history projection), and
+:func:`runtime_schema_library`, every schema the runtime's typed events
+decode (current and retired refs) with the runtime-state projection. The
+execution projections check their slices against the kernel library's specs,
+and ``goatherd verify`` decodes every record of a schema either library
+knows (ADR 0059).
+
 Pure values only: no I/O.
 """
 
@@ -24,6 +34,8 @@ from goatherd.domain.events import (
     ExecutionFailed,
     ExecutionRelationCreated,
     ExecutionStarted,
+    FactPublished,
+    runtime_schemas,
 )
 from goatherd.domain.records import TraceSlice, VisibilityProfile
 from goatherd.projections.errors import ProjectionModeError
@@ -35,14 +47,22 @@ __all__ = [
     "EXECUTION_SCHEMA_LIBRARY",
     "ProjectionModeRequirement",
     "ProjectionSpec",
+    "RUNTIME_STATE_PROJECTION",
     "SCHEMA_EXECUTION_COMPLETED",
     "SCHEMA_EXECUTION_CREATED",
     "SCHEMA_EXECUTION_FAILED",
     "SCHEMA_EXECUTION_RELATION",
     "SCHEMA_EXECUTION_STARTED",
+    "SCHEMA_RUNTIME_PUBLISHED_FACT",
+    "SHEPHERD_SCHEMA_LIBRARY",
     "SchemaLibrary",
     "StaticSchemaLibrary",
+    "default_schema_libraries",
     "ensure_projection_compatible",
+    "known_schema_refs",
+    "runtime_schema_library",
+    "schema_library_of",
+    "shepherd_schemas",
 ]
 
 # The seed's schema constants, spelled once by the event classes.
@@ -51,6 +71,7 @@ SCHEMA_EXECUTION_STARTED: Final = ExecutionStarted.SCHEMA
 SCHEMA_EXECUTION_COMPLETED: Final = ExecutionCompleted.SCHEMA
 SCHEMA_EXECUTION_FAILED: Final = ExecutionFailed.SCHEMA
 SCHEMA_EXECUTION_RELATION: Final = ExecutionRelationCreated.SCHEMA
+SCHEMA_RUNTIME_PUBLISHED_FACT: Final = FactPublished.SCHEMA
 
 
 class ProjectionModeRequirement(StrEnum):
@@ -152,3 +173,63 @@ EXECUTION_RELATION_SCHEMA_LIBRARY: Final = StaticSchemaLibrary(
     schema_refs=(SCHEMA_EXECUTION_RELATION,),
     projection_specs=(EXECUTION_RELATION_PROJECTION,),
 )
+SHEPHERD_SCHEMA_LIBRARY: Final = StaticSchemaLibrary(
+    name="shepherd2",
+    schema_refs=(
+        *EXECUTION_SCHEMA_LIBRARY.schema_refs,
+        *EXECUTION_RELATION_SCHEMA_LIBRARY.schema_refs,
+        SCHEMA_RUNTIME_PUBLISHED_FACT,
+    ),
+    projection_specs=(
+        *EXECUTION_SCHEMA_LIBRARY.projection_specs,
+        *EXECUTION_RELATION_SCHEMA_LIBRARY.projection_specs,
+    ),
+)
+RUNTIME_STATE_PROJECTION: Final = ProjectionSpec(name="goatherd.runtime_state")
+"""The runtime-state projection's needs: both modes, payloads visible (it folds
+the global log, not a slice, so nothing enforces this spec; it describes)."""
+
+
+def shepherd_schemas() -> StaticSchemaLibrary:
+    """Return the default kernel library (the seed's ``ShepherdSchemas()``).
+
+    The execution and relation rings with their projection specs, plus the
+    runtime-published-fact ref as a known schema: no projection spec is
+    claimed for it (the history projection folds it under its own).
+    """
+    return SHEPHERD_SCHEMA_LIBRARY
+
+
+def runtime_schema_library() -> StaticSchemaLibrary:
+    """Return the library of the runtime's own schemas.
+
+    Every ref a typed runtime event decodes (retired refs included, sorted),
+    except the kernel rings :func:`shepherd_schemas` owns, with the
+    runtime-state projection's spec.
+    """
+    kernel = set(SHEPHERD_SCHEMA_LIBRARY.schema_refs)
+    return StaticSchemaLibrary(
+        name="goatherd.runtime",
+        schema_refs=tuple(sorted(runtime_schemas() - kernel)),
+        projection_specs=(RUNTIME_STATE_PROJECTION,),
+    )
+
+
+def default_schema_libraries() -> tuple[StaticSchemaLibrary, ...]:
+    """Return the libraries goatherd knows: the kernel's, then the runtime's."""
+    return (shepherd_schemas(), runtime_schema_library())
+
+
+def known_schema_refs() -> frozenset[str]:
+    """Return every schema ref a default library knows."""
+    return frozenset(
+        ref for library in default_schema_libraries() for ref in library.schema_refs
+    )
+
+
+def schema_library_of(schema_ref: str) -> StaticSchemaLibrary | None:
+    """Return the default library that knows ``schema_ref`` (``None``: none)."""
+    for library in default_schema_libraries():
+        if schema_ref in library.schema_refs:
+            return library
+    return None

@@ -311,7 +311,7 @@ def test_diff_of_an_output_cut_at_the_blob_limit_is_rebuilt_from_git(
         lines = "".join(f"line {n}\n" for n in range(200))
         (tmp_path / "try" / "app.txt").write_text(lines)
         out = mgr.seal(child.id).unwrap()
-        assert len(out.diff.encode()) <= 300
+        assert len(out.diff().encode()) <= 300
     code, text, err = _run(capsys, "diff", out.id, "--db", db)
     assert code == 0, err
     assert "+line 199" in text

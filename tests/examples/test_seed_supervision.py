@@ -411,7 +411,7 @@ class TestReviewBeforeMerge:
         )
         assert reason is None
         output = manager.seal(good.id).unwrap()
-        assert output.changes == [{"path": "src/new.py", "kind": "create"}]
+        assert output.changes() == [{"path": "src/new.py", "kind": "create"}]
         assert manager.settle(output.id, "selected") == Success(None)
         approved = manager.record_merge_decision(
             proposal, True, "", "selected", proposed

@@ -16,7 +16,11 @@ import pytest
 from returns.result import Failure
 
 from goatherd.application import GitError, SandboxError, SandboxSpec
-from goatherd.domain import CheckpointNotRestorableError, OutputState
+from goatherd.domain import (
+    CheckpointNotRestorableError,
+    OutputState,
+    SnapshotReleasedError,
+)
 from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import (
@@ -130,7 +134,9 @@ def test_a_stale_index_lock_burns_the_checkpoint_clearly_and_a_new_one_restores_
         assert world.manager.restore_checkpoint(fresh.id, seq=8).unwrap() == b"again"
         assert (world.repo / "base.txt").read_bytes() == b"base\n"
         size = world.store.fact_count()
-        assert world.manager.restore_checkpoint(fresh.id, seq=8).unwrap() == b"again"
+        # The restore released its snapshot (ADR 0056): the retry says so.
+        retried = failure_of(world.manager.restore_checkpoint(fresh.id, seq=8))
+        assert isinstance(retried, SnapshotReleasedError)
         assert world.store.fact_count() == size
         assert verify_trace(world.store).ok
 
@@ -153,7 +159,7 @@ def test_a_missing_worktree_fails_the_seal_and_a_reprovisioned_retry_seals_once(
         world.sandbox.create(SandboxSpec())
         world.work()
         output = world.manager.seal(world.child.id, seq=2).unwrap()
-        assert output.changes == [{"path": "answer.txt", "kind": "create"}]
+        assert output.changes() == [{"path": "answer.txt", "kind": "create"}]
         assert world.records(SEALED) == 1
         again = world.manager.seal(world.child.id, seq=2).unwrap()
         assert again.id == output.id

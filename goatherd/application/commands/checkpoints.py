@@ -16,9 +16,15 @@ Restore is exactly once across threads, processes and crashes:
    the checkpoint's path and of the workspace's owner: one attempt ever wins
    it, the others fail before touching the workspace;
 4. the claimant applies the state (a full reset: repeating it is harmless)
-   and records ``checkpoint.restored``. A failed apply burns the checkpoint
-   (``checkpoint.invalidated``). A crash between 3 and 4 is finished by a
-   retry under the same ``seq``.
+   and records ``checkpoint.restored``, naming the snapshot digest it
+   releases. A failed apply burns the checkpoint (``checkpoint.invalidated``).
+   A crash between 3 and 4 is finished by a retry under the same ``seq``;
+5. once that record committed, the checkpoint's hold on the snapshot bytes
+   is released (the bytes go when nothing else holds them; the digest stays
+   in the trace). A retry after the commit returns the snapshot while its
+   bytes are still stored (and finishes the release), else
+   ``SnapshotReleasedError``: the restore happened, the bytes are gone
+   (ADR 0056).
 """
 
 from __future__ import annotations
@@ -40,13 +46,16 @@ from goatherd.domain import (
     BlobIntegrityError,
     CheckpointAggregate,
     CheckpointNotFoundError,
+    CheckpointScopeMismatchError,
     ScopeNotFoundError,
+    SnapshotReleasedError,
     SnapshotTooLargeError,
     TraceStoreError,
     WorkspaceBusyError,
     WorkspaceState,
     checkpoint_id_for,
     owner_of_scope,
+    scope_id_for,
 )
 
 __all__ = [
@@ -77,6 +86,10 @@ def read_blob(ctx: RuntimeContext, subject: str, digest: str) -> bytes:
     data = ctx.blobs.get(digest)
     if data is None:
         raise BlobIntegrityError(subject, digest, "is missing from the blob store")
+    return _checked(subject, digest, data)
+
+
+def _checked(subject: str, digest: str, data: bytes) -> bytes:
     if blob_digest(data) != digest:
         raise BlobIntegrityError(
             subject, digest, "holds bytes that do not match the trace's digest"
@@ -91,8 +104,12 @@ def create_checkpoint(
 
     Raises:
         ScopeNotFoundError, ScopeStateError, NoSandboxError, SandboxError,
-        SnapshotTooLargeError.
+        SnapshotTooLargeError; TypeError: ``snapshot`` is not bytes.
     """
+    if not isinstance(snapshot, bytes | bytearray | memoryview):
+        raise TypeError(
+            f"create_checkpoint: snapshot must be bytes, got {type(snapshot).__name__}"
+        )
     owner = ctx.known(scope_id).owner
     with ctx.lock:
         cp_seq = ctx.next_seq(seq)
@@ -166,26 +183,40 @@ def _snapshot_of(ctx: RuntimeContext, cp: CheckpointAggregate) -> bytes:
 
 
 def restore_checkpoint(
-    ctx: RuntimeContext, cp_id: str, attempt_seq: int, retry: int | None
+    ctx: RuntimeContext,
+    cp_id: str,
+    attempt_seq: int,
+    retry: int | None,
+    *,
+    scope_owner: str | None = None,
 ) -> bytes:
     """Apply a valid checkpoint to its scope exactly once; return the snapshot.
+
+    ``scope_owner`` names the scope the caller restores in (``None``: the
+    checkpoint's own); another scope's checkpoint is refused before anything.
 
     Raises:
         CheckpointNotFoundError, ScopeNotFoundError, ScopeStateError,
         CheckpointScopeMismatchError, CheckpointNotRestorableError,
         CheckpointClaimedError, WorkspaceBusyError, BlobIntegrityError,
-        NoSandboxError, SandboxError (the checkpoint is burnt).
+        NoSandboxError, SandboxError (the checkpoint is burnt);
+        SnapshotReleasedError: a retry after this attempt's restore
+            committed, when the snapshot's bytes are gone.
     """
     with ctx.lock:
         cp = _found(ctx, cp_id)
         owner = cp.scope_owner
+        if scope_owner is not None and scope_owner != owner:
+            raise CheckpointScopeMismatchError(
+                cp_id, cp.scope_id, scope_id_for(scope_owner)
+            )
         scope = ctx.scope(owner)
         if not scope.listed:
             raise ScopeNotFoundError(f"{cp.scope_id} for checkpoint {cp_id}")
         claimant = str(attempt_seq)
         intent = restore_intent(owner, cp.seq)
         if cp.claimed_by == claimant and ctx.committed(intent, retry):
-            return _snapshot_of(ctx, cp)  # the stored outcome of this attempt
+            return _stored_outcome(ctx, cp_id, intent)
         cp.check_claimable(scope, claimant)
         sandbox = ctx.sandbox(owner)
         state = workspace_of(ctx, cp)
@@ -206,7 +237,41 @@ def restore_checkpoint(
             return Decision().place(event, owner, cp_id)
 
         ctx.record(intent, decide)
+        _release_restored(ctx, cp_id, intent)
         return snapshot
+
+
+def _release_restored(ctx: RuntimeContext, cp_id: str, intent: str) -> None:
+    """Drop the holds the checkpoint's records say were released.
+
+    Idempotent: a retry or a later prune finishes a release a crash cut short.
+    """
+    ctx.model.refresh()
+    for digest in ctx.model.checkpoint(cp_id).released:
+        ctx.blobs.release(snapshot_holder(cp_id), digest)
+    ctx.fault("after-release", intent)
+
+
+def _stored_outcome(ctx: RuntimeContext, cp_id: str, intent: str) -> bytes:
+    """Return what a retry of this attempt's committed restore gets.
+
+    The snapshot while its bytes are still stored (a crash before the release,
+    or the same bytes held for something else), checked against the trace's
+    digest; the release is finished then. Once they are gone:
+    :class:`SnapshotReleasedError`.
+    """
+    ctx.model.refresh()
+    cp = ctx.model.checkpoint(cp_id)
+    if not cp.has_snapshot or not cp.snapshot_digest:
+        _release_restored(ctx, cp_id, intent)
+        return b""
+    data = ctx.blobs.get(cp.snapshot_digest)
+    if data is None:
+        _release_restored(ctx, cp_id, intent)
+        raise SnapshotReleasedError(cp_id, cp.snapshot_digest)
+    snapshot = _checked(cp_id, cp.snapshot_digest, data)
+    _release_restored(ctx, cp_id, intent)
+    return snapshot
 
 
 def _claim(

@@ -48,6 +48,8 @@ class RuntimeContext:
         faults: a hook called at every write boundary (tests inject crashes).
         lock: serializes this manager's commands (other managers and processes
             are kept apart by the trace itself).
+        fork_values: the opaque values callers passed at fork, by child owner
+            (process state: never persisted).
     """
 
     model: RuntimeModel
@@ -56,6 +58,7 @@ class RuntimeContext:
     sequence: IntentSequence = field(default_factory=IntentSequence)
     faults: FaultHook | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
+    fork_values: dict[str, object] = field(default_factory=dict)
 
     @property
     def trace(self) -> RuntimeTrace:

@@ -28,6 +28,7 @@ from goatherd.domain import (
     ScopeAggregate,
     decode_payload,
     is_runtime_schema,
+    validate_schema_ref,
 )
 
 __all__ = [
@@ -211,10 +212,12 @@ def check_fact_schema(schema_ref: str) -> None:
 
     Raises:
         ReservedSchemaError: a ``goatherd.*`` or retired runtime schema.
-        RecordInputError: an empty schema ref.
+        RecordInputError: an empty schema ref, or one that is no string.
     """
-    if not schema_ref:
-        raise RecordInputError("append_fact: schema_ref is required")
+    try:
+        validate_schema_ref(schema_ref)
+    except RecordInputError as error:
+        raise RecordInputError(f"append_fact: {error}") from None
     if schema_ref.startswith(RUNTIME_NAMESPACE) or is_runtime_schema(schema_ref):
         raise ReservedSchemaError(schema_ref)
 

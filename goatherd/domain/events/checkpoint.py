@@ -7,6 +7,8 @@ restore can check the bytes it reads from the blob store against the trace
 (records written before that carry only the state digest).
 
 ``checkpoint.claimed`` is appended before a restore touches the workspace;
+``checkpoint.restored`` names the snapshot digest the restore releases (the
+bytes go once the record commits; the digest stays in the trace);
 ``checkpoint.invalidated`` burns a checkpoint (a failed restore, a stale one
 found by recovery); ``checkpoint.pruned`` removes it and names the blob
 digests it released.
@@ -86,7 +88,17 @@ class CheckpointClaimed(RuntimeEvent):
 @register_event
 @dataclass(frozen=True, kw_only=True)
 class CheckpointRestored(RuntimeEvent):
-    """A checkpoint was restored and used up."""
+    """A checkpoint was restored and used up.
+
+    Attributes:
+        checkpoint_id: the checkpoint.
+        backend: the restored state's backend.
+        revision: the restored state's revision.
+        state_digest: the restored state's digest.
+        released: the blob digests the restore releases once this record
+            commits (absent in records written before restores released them,
+            and in the seed's).
+    """
 
     SCHEMA = "goatherd.checkpoint.restored.v2"
     MODE = _CAPT
@@ -96,6 +108,7 @@ class CheckpointRestored(RuntimeEvent):
     backend: str
     revision: str
     state_digest: str
+    released: tuple[str, ...] | None = None
 
 
 @register_event

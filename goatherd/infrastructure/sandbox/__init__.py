@@ -20,6 +20,8 @@ from goatherd.infrastructure.sandbox.winacl import *
 __all__ = [
     "CONTAINMENT_BACKENDS",
     "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "ExecPlacement",
+    "GitExec",
     "GitSandbox",
     "GitSandboxConfig",
     "LANDLOCK_TIER",
@@ -42,4 +44,5 @@ __all__ = [
     "open_sandbox",
     "register_sandbox",
     "sandbox_backends",
+    "with_exec",
 ]

@@ -6,14 +6,19 @@ Worktree mode creates a detached worktree on ``create`` and removes it on
 ``destroy``. Both capture content-addressed states (see ``gitstate``), apply
 them exactly (``reset --hard`` to the captured HEAD, ``clean -fd``, then the
 captured tree's paths), diff against the captured tree, and merge deltas
-three-way per path. With a containment backend, ``exec`` runs commands
-confined to the workspace. The backend self-registers as ``git``.
+three-way per path. With a containment backend (``with_exec(backend,
+placement)``, the seed's ``git.WithExec``), ``exec`` runs commands confined:
+in the workspace itself (``ExecPlacement.PADDOCK``) or in a throwaway copy of
+its current state (``ExecPlacement.JAIL``). The backend self-registers as
+``git``.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,14 +58,73 @@ from goatherd.infrastructure.sandbox.registry import register_sandbox
 
 __all__ = [
     "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "ExecPlacement",
+    "GitExec",
     "GitSandbox",
     "GitSandboxConfig",
     "new_local_git_sandbox",
     "new_worktree_sandbox",
+    "with_exec",
 ]
 
 DEFAULT_EXEC_TIMEOUT_SECONDS = 600.0
 _DIFF_FLAGS = ("--no-ext-diff", "--no-color", "--no-renames", "--src-prefix=a/")
+
+
+class ExecPlacement(enum.StrEnum):
+    """Where a git sandbox runs a confined command (``docs/containment.md``).
+
+    Attributes:
+        PADDOCK: in the workspace itself (the worktree, or the repository in
+            place): the command reads and writes the scope's files, and may
+            write nowhere else but the extra writable roots.
+        JAIL: in a copy of the workspace's current state, made for this one
+            command in a new temporary directory (a detached worktree of the
+            same repository) and deleted when it ends: the command may write
+            only in the copy (and the extra roots), so the workspace is never
+            changed. The copy holds what a capture holds: tracked and
+            untracked files, not ignored ones.
+    """
+
+    PADDOCK = "paddock"
+    JAIL = "jail"
+
+
+@dataclass(frozen=True, slots=True)
+class GitExec:
+    """A git sandbox option (the seed's ``git.WithExec``): confine ``exec``.
+
+    Attributes:
+        backend: the containment backend that confines each command.
+        placement: where each command runs.
+    """
+
+    backend: ContainmentBackend
+    placement: ExecPlacement = ExecPlacement.PADDOCK
+
+
+def with_exec(
+    backend: ContainmentBackend, placement: ExecPlacement | str = ExecPlacement.PADDOCK
+) -> GitExec:
+    """Return the option that gives a git sandbox a confined ``exec``.
+
+    ``new_local_git_sandbox(repo, with_exec(backend, ExecPlacement.PADDOCK))``
+    is the seed's ``git.NewLocalGitSandbox(repo, git.WithExec(backend,
+    confinement.PlacementPaddock))``.
+
+    Raises:
+        SandboxConfigError: ``placement`` names no placement.
+    """
+    return GitExec(backend, _placement(placement))
+
+
+def _placement(value: object) -> ExecPlacement:
+    if isinstance(value, str) and value in {p.value for p in ExecPlacement}:
+        return ExecPlacement(value)
+    known = ", ".join(p.value for p in ExecPlacement)
+    raise SandboxConfigError(
+        f"git sandbox: unknown exec placement {value!r} (known: {known})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +137,15 @@ class GitSandboxConfig:
         exec_backend: a containment backend that confines ``exec``
             (``None``: ``exec`` is unsupported).
         extra_writable_roots: more directories a confined command may write
-            (the workspace itself always is).
+            (the workspace itself always is, in the paddock placement).
+        exec_placement: where a confined command runs.
     """
 
     repo_path: str | os.PathLike[str]
     worktree_path: str | os.PathLike[str] | None = None
     exec_backend: ContainmentBackend | None = None
     extra_writable_roots: tuple[str, ...] = field(default_factory=tuple)
+    exec_placement: ExecPlacement = ExecPlacement.PADDOCK
 
 
 def _absolute(path: str | os.PathLike[str]) -> Path:
@@ -99,6 +165,7 @@ class GitSandbox:
                 f"git sandbox: worktree path {self._worktree} is the repository itself"
             )
         self._exec_backend = config.exec_backend
+        self._placement = _placement(config.exec_placement)
         self._extra_roots = tuple(config.extra_writable_roots)
         self._spec = SandboxSpec()
         self._lock = threading.Lock()
@@ -109,6 +176,11 @@ class GitSandbox:
     def workdir(self) -> Path:
         """The directory this sandbox works in (the worktree, else the repo)."""
         return self._worktree or self._repo
+
+    @property
+    def exec_placement(self) -> ExecPlacement:
+        """Where a confined command runs."""
+        return self._placement
 
     def backend(self) -> str:
         return GIT_BACKEND
@@ -279,7 +351,10 @@ class GitSandbox:
 
     # ------------------------------------------------------------ exec
     def exec(self, request: ExecRequest) -> ExecResult:
-        """Run a command confined by the exec backend, in the workspace.
+        """Run a command confined by the exec backend, where the placement says.
+
+        Paddock: in the workspace. Jail: in a copy of the workspace's current
+        state, removed afterwards (the workspace is not changed).
 
         Raises:
             UnsupportedError: without an exec backend.
@@ -287,13 +362,21 @@ class GitSandbox:
             ContainmentUnavailableError: when confinement cannot be enforced
                 (the command does not run).
         """
-        if self._exec_backend is None:
+        backend = self._exec_backend
+        if backend is None:
             raise UnsupportedError(
                 GIT_BACKEND,
                 "exec",
                 "this backend owns git state only; give it an exec backend",
             )
         cwd = resolve_inside(self.workdir, request.cwd, allow_root=True)
+        if self._placement is ExecPlacement.JAIL:
+            return self._exec_jailed(backend, request, cwd.relative_to(self.workdir))
+        return self._exec_in(backend, request, self.workdir, cwd)
+
+    def _exec_in(
+        self, backend: ContainmentBackend, request: ExecRequest, top: Path, cwd: Path
+    ) -> ExecResult:
         if not cwd.is_dir():
             raise SandboxError(
                 f"git sandbox: working directory {request.cwd!r} does not exist"
@@ -303,8 +386,22 @@ class GitSandbox:
         confined = ExecRequest(
             request.command, request.args, str(cwd), env, timeout, request.stdin
         )
-        roots = (str(self.workdir), *self._extra_roots)
-        return self._exec_backend.run(confined, writable_roots=roots, cwd=str(cwd))
+        roots = (str(top), *self._extra_roots)
+        return backend.run(confined, writable_roots=roots, cwd=str(cwd))
+
+    def _exec_jailed(
+        self, backend: ContainmentBackend, request: ExecRequest, relative: Path
+    ) -> ExecResult:
+        state = self.capture()
+        with tempfile.TemporaryDirectory(prefix="goatherd-jail-") as parent:
+            cell = Path(parent) / "cell"
+            jail = GitSandbox(GitSandboxConfig(self._repo, cell))
+            jail.create(self._spec)
+            try:
+                jail.apply(state)
+                return self._exec_in(backend, request, cell, cell / relative)
+            finally:
+                jail.destroy()
 
     def read_file(self, path: str) -> bytes:
         raise UnsupportedError(
@@ -317,21 +414,66 @@ class GitSandbox:
         )
 
 
+def _exec_option(
+    options: tuple[GitExec, ...], exec_backend: ContainmentBackend | None
+) -> GitExec | None:
+    for option in options:
+        if not isinstance(option, GitExec):
+            raise SandboxConfigError(
+                "git sandbox: options must come from with_exec(backend, placement), "
+                f"got {type(option).__name__}"
+            )
+    if len(options) + (exec_backend is not None) > 1:
+        raise SandboxConfigError(
+            "git sandbox: give the exec backend once (one with_exec option, "
+            "or exec_backend=)"
+        )
+    if exec_backend is not None:
+        return GitExec(exec_backend)
+    return options[0] if options else None
+
+
+def _config(
+    repo_path: str | os.PathLike[str],
+    worktree_path: str | os.PathLike[str] | None,
+    option: GitExec | None,
+) -> GitSandboxConfig:
+    if option is None:
+        return GitSandboxConfig(repo_path, worktree_path)
+    return GitSandboxConfig(
+        repo_path, worktree_path, option.backend, exec_placement=option.placement
+    )
+
+
 def new_local_git_sandbox(
-    repo_path: str | os.PathLike[str], *, exec_backend: ContainmentBackend | None = None
+    repo_path: str | os.PathLike[str],
+    *options: GitExec,
+    exec_backend: ContainmentBackend | None = None,
 ) -> GitSandbox:
-    """Return an in-place sandbox on ``repo_path`` (``destroy`` is a no-op)."""
-    return GitSandbox(GitSandboxConfig(repo_path, exec_backend=exec_backend))
+    """Return an in-place sandbox on ``repo_path`` (``destroy`` is a no-op).
+
+    ``options``: at most one :func:`with_exec`; ``exec_backend=b`` is
+    ``with_exec(b)`` (the paddock placement).
+
+    Raises:
+        SandboxConfigError: an option that is no :func:`with_exec`, or two.
+    """
+    option = _exec_option(options, exec_backend)
+    return GitSandbox(_config(repo_path, None, option))
 
 
 def new_worktree_sandbox(
     repo_path: str | os.PathLike[str],
     worktree_path: str | os.PathLike[str],
-    *,
+    *options: GitExec,
     exec_backend: ContainmentBackend | None = None,
 ) -> GitSandbox:
-    """Return a sandbox that owns a detached worktree of ``repo_path``."""
-    return GitSandbox(GitSandboxConfig(repo_path, worktree_path, exec_backend))
+    """Return a sandbox that owns a detached worktree of ``repo_path``.
+
+    ``options`` as for :func:`new_local_git_sandbox`.
+    """
+    option = _exec_option(options, exec_backend)
+    return GitSandbox(_config(repo_path, worktree_path, option))
 
 
 def _open_git(config: object) -> GitSandbox:

@@ -31,14 +31,20 @@ from goatherd.domain.canonical import (
     sha256_hex,
 )
 from goatherd.domain.contexts import OperationContext
-from goatherd.domain.errors import BatchShapeError, DomainError, TraceStoreError
+from goatherd.domain.errors import (
+    BatchShapeError,
+    DomainError,
+    RecordInputError,
+    TraceStoreError,
+)
 from goatherd.domain.identity import (
-    RECORD_MODES,
     ROOT_WITNESS_SCHEMA_REF,
     WITNESS_SCHEMA_REF,
     record_digest,
     root_witness_body,
     root_witness_record_id,
+    validate_mode,
+    validate_schema_ref,
     validate_witness_body,
 )
 from goatherd.domain.records import (
@@ -439,14 +445,21 @@ def _validate_draft(
     limits: AppendLimits,
     legacy_del: bool,
 ) -> NormalizedDraft:
-    if draft.mode not in RECORD_MODES:
-        raise BatchShapeError("fact mode must be 'capture' or 'declaration'")
+    # The seed's rules are the kernel's validators (one implementation); the
+    # store only names the mode a "fact mode" and refuses as a shape error.
+    # Its own checks (type, NUL, valid text, size) ran in check_batch before.
+    try:
+        validate_mode(draft.mode, subject="fact mode")
+    except RecordInputError as error:
+        raise BatchShapeError(str(error)) from None
     if draft.append_local_id is not None:
         if draft.append_local_id in local_ids:
             raise BatchShapeError(f"duplicate append-local id: {draft.append_local_id}")
         local_ids.add(draft.append_local_id)
-    if not draft.schema_ref:
-        raise BatchShapeError("schema_ref is required")
+    try:
+        validate_schema_ref(draft.schema_ref)
+    except RecordInputError as error:
+        raise BatchShapeError(str(error)) from None
     payload = draft.payload
     if not isinstance(payload, Mapping):
         raise BatchShapeError(

@@ -107,10 +107,10 @@ class TestOneWinner:
         assert result.winner_index == 2
         assert result.winner.scope_id == "scope:try-2"
         # the chooser saw only the sealed output, with its frozen changes
-        assert [o.changes for o in offered] == [
+        assert [o.changes() for o in offered] == [
             [{"path": "answer.txt", "kind": "create"}]
         ]
-        assert "+42" in offered[0].diff
+        assert "+42" in offered[0].diff()
         assert workspace(main) == {"a.txt": b"1\n", "answer.txt": b"42\n"}
         assert [is_live(sb) for sb in sandboxes.made] == [False, False, False]
         states = [mgr.get(f"scope:try-{i}").state for i in range(3)]  # type: ignore[union-attr]

@@ -219,7 +219,7 @@ class TestBestOfN:
             child = mgr.fork_isolated(parent.id, f"try-{i}", None, wt).unwrap()
             wt.write_file("answer.txt", f"{i}\n".encode())
             outs.append(mgr.seal(child.id).unwrap())
-        assert outs[1].changes == [{"path": "answer.txt", "kind": "create"}]
+        assert outs[1].changes() == [{"path": "answer.txt", "kind": "create"}]
         assert mgr.settle(outs[1].id, "selected") == Success(None)
         assert main.read_file("answer.txt") == b"1\n"
         for out in (outs[0], outs[2]):

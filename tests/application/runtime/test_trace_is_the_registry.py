@@ -110,10 +110,14 @@ class TestEveryProcessSeesTheSame:
             assert [s.id for s in second.all_scopes()] == ["scope:root", "scope:try"]
             again = second.output(out.id)
             assert again is not None
-            assert again.changes == out.changes == [{"path": "b.txt", "kind": "create"}]
-            assert again.diff == out.diff
-            assert "+child" in again.diff
-            assert again.sealed_at == out.sealed_at is not None
+            assert (
+                again.changes()
+                == out.changes()
+                == [{"path": "b.txt", "kind": "create"}]
+            )
+            assert again.diff() == out.diff()
+            assert "+child" in again.diff()
+            assert again.sealed_at() == out.sealed_at() is not None
             view = second.checkpoint(cp.id)
             assert view is not None
             assert (view.snapshot, view.state) == (b"snap", CheckpointState.VALID)
@@ -122,13 +126,13 @@ class TestEveryProcessSeesTheSame:
     def test_the_output_s_diff_and_times_survive_a_restart(self, path):
         with SQLiteTraceStore(path) as store:
             _, _, out = sealed(scope_manager_for(store))
-            diff, sealed_at = out.diff, out.sealed_at
+            diff, sealed_at = out.diff(), out.sealed_at()
         with SQLiteTraceStore(path) as store:
             mgr = recover_scopes(runtime_context_for(store)).unwrap()
             again = mgr.output(out.id)
             assert again is not None
-            assert (again.diff, again.sealed_at) == (diff, sealed_at)
-            assert again.settled_at is None
+            assert (again.diff(), again.sealed_at()) == (diff, sealed_at)
+            assert again.settled_at() is None
 
     def test_pruned_checkpoints_are_gone_everywhere_and_their_bytes_too(self, path):
         with SQLiteTraceStore(path) as store:
@@ -214,7 +218,7 @@ class TestWhatTheTraceDoesNotVouchFor:
             with store.transaction() as conn:
                 conn.execute(text("UPDATE content_blobs SET data = :d"), {"d": b"x"})
             with pytest.raises(BlobIntegrityError):
-                _ = out.diff
+                _ = out.diff()
 
     def test_a_settled_record_with_an_extra_key_consumes_the_output(self, path):
         with SQLiteTraceStore(path) as store:
@@ -226,7 +230,7 @@ class TestWhatTheTraceDoesNotVouchFor:
                 {
                     "output_id": out.id,
                     "action": "released",
-                    "state_digest": out.workspace.digest(),
+                    "state_digest": out.workspace().digest(),
                     "written_by": "another implementation",
                 },
             )

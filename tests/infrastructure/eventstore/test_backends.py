@@ -39,7 +39,7 @@ def test_a_settle_with_its_claim_runs_and_a_second_store_sees_it(durable_store_u
         assert seen.state.value == "merged"
         again = scope_manager_for(two).output(out.id)
         assert again is not None
-        assert again.diff == out.diff != ""
+        assert again.diff() == out.diff() != ""
 
 
 def test_blobs_and_tracking_rows_live_beside_the_trace(durable_store_url):  # noqa: F811

@@ -151,7 +151,7 @@ def test_what_may_not_be_erased_is_refused_in_one_line(tmp_path: Path) -> None:
                             RecordDraft(
                                 mode="declaration",
                                 schema_ref="goatherd.scope.created.v1",
-                                payload={"scope_id": "s"},
+                                payload={"owner": "scope:s"},
                             ),
                         ),
                     ),

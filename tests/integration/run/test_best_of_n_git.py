@@ -126,7 +126,7 @@ class TestBestOfThreeOnGit:
         ]
         assert result.winner.scope_id == "scope:try-2"
         assert len(offered) == 1
-        assert sorted(offered[0].changes, key=str) == sorted(
+        assert sorted(offered[0].changes(), key=str) == sorted(
             [
                 {"path": "src/app.py", "kind": "modify"},
                 {"path": "NOTES.md", "kind": "create"},

@@ -211,8 +211,10 @@ def test_best_of_n_with_settle(repo, store, tmp_path):
         child = mgr.fork_isolated(parent.id, f"try-{i}", None, sb).unwrap()
         (sb.workdir / "answer.txt").write_bytes(f"{i}\n".encode())
         outs.append(mgr.seal(child.id).unwrap())
-    assert [o.changes for o in outs] == [[{"path": "answer.txt", "kind": "create"}]] * 3
-    assert "answer.txt" in outs[1].diff
+    assert [o.changes() for o in outs] == [
+        [{"path": "answer.txt", "kind": "create"}]
+    ] * 3
+    assert "answer.txt" in outs[1].diff()
     assert mgr.settle(outs[1].id, "selected") == Success(None)
     for loser in (outs[0], outs[2]):
         assert mgr.settle(loser.id, "discarded") == Success(None)
