@@ -6,7 +6,7 @@
     python3 tasks.py bench     create .venv, install goatherd[dev], run the benchmarks
     python3 tasks.py mutate    create .venv, install goatherd[dev], run mutation testing
                              (--module goatherd/domain/scope.py: one module, repeated;
-                             --survivors: re-test only the last run's survivors;
+                             --survivors: re-test survivors and unchecked mutants;
                              --max-children N: parallel workers, default 2)
 
 The virtual environment lives in ``.venv`` beside this file and is reinstalled
@@ -151,7 +151,9 @@ def _mutate_summary(prefixes: list[str]) -> None:
             total[status] = total.get(status, 0) + n
         _mutate_row(module, counts)
     _mutate_row("overall", total)
-    survivors = sorted(k for k, v in results.items() if v not in {"killed", "timeout"})
+    survivors = sorted(
+        k for k, v in results.items() if v not in {"killed", "timeout", "not checked"}
+    )
     print(
         f"\n{len(survivors)} not killed (mutmut show NAME in mutants/ prints the diff):"
     )
