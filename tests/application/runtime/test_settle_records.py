@@ -7,10 +7,13 @@ restart) with a different answer. These tests read the stored paths back.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from returns.result import Failure, Success
 
 from goatherd.application import SandboxSpec, ScopeManager
+from goatherd.application.errors import ApplyConflictError
 from goatherd.domain import (
     OutputClaimed,
     OutputSealed,
@@ -18,7 +21,9 @@ from goatherd.domain import (
     ParentMovedError,
     ScopeDiscarded,
     ScopeMerged,
+    SettleEffectLandedError,
     SettlementAction,
+    TraceStoreError,
     WorkspaceApplied,
     WorkspaceBusyError,
 )
@@ -48,7 +53,7 @@ def fork_and_seal(
     return mgr.seal(child.id).unwrap(), wt
 
 
-def events(store, owner: str, kind: type[RuntimeEvent]) -> list:
+def events(store, owner: str, kind: type[RuntimeEvent]) -> list[Any]:
     found = [decode_fact(e.record).event for e in store.read_path(owner)]
     return [e for e in found if isinstance(e, kind)]
 
@@ -307,3 +312,55 @@ def test_a_diff_beyond_the_blob_limit_is_cut_and_marked(
     kept = stored.removesuffix(marker)
     assert probe.startswith(kept)
     assert len(kept.encode()) >= size - 1 - len(marker) - 1
+
+
+@pytest.mark.parametrize(
+    ("halt_child", "ending"), [(False, "release or discard"), (True, "release")]
+)
+def test_a_settlement_that_cannot_be_recorded_says_how_to_end_it(
+    store, halt_child: bool, ending: str
+):
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    out, _ = fork_and_seal(mgr, root.id, main, "try", "b.txt")
+
+    def refuse(boundary: str, intent: str) -> None:
+        if boundary == "before-commit" and intent == "try:settle:selected:9":
+            if halt_child:
+                mgr.context.faults = None
+                mgr.halt("scope:try")
+            raise TraceStoreError("disk full")
+
+    mgr.context.faults = refuse
+    result = mgr.settle(out.id, "selected", seq=9)
+    assert isinstance(result, Failure)
+    landed = result.failure()
+    assert isinstance(landed, SettleEffectLandedError)
+    assert str(landed) == (
+        f"settle {out.id} (selected): settle effect landed: the work stands on the"
+        f" parent but the merge failed (disk full); end the output with {ending}"
+    )
+    assert (landed.output_id, landed.action, landed.ending) == (
+        out.id,
+        "selected",
+        ending,
+    )
+
+
+def test_an_overlapping_apply_names_the_paths_both_sides_changed(store):
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    out, _ = fork_and_seal(mgr, root.id, main, "try", "b.txt")
+    main.write_file("b.txt", b"parent too\n")
+    refused = mgr.settle(out.id, "applied")
+    assert isinstance(refused, Failure)
+    conflict = refused.failure()
+    assert isinstance(conflict, ApplyConflictError)
+    assert conflict.paths == ("b.txt",)
+    assert str(conflict) == (
+        f"apply conflict: settle {out.id} (apply): parent changed since the"
+        " baseline, which the sealed output also changes: b.txt"
+    )
+    assert events(store, out.id, OutputClaimed) == []
