@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from goatherd.domain import (
+    InconsistentTraceError,
     NotAChildError,
     ScopeAggregate,
     ScopeExistsError,
@@ -15,6 +16,7 @@ from goatherd.domain import (
     ScopeStateError,
     WorkspaceState,
 )
+from goatherd.domain.scope import owner_in_sequenced_id
 
 BASE = WorkspaceState(backend="memory", revision="r1", data={"a": "1"})
 
@@ -192,3 +194,85 @@ class TestFolds:
         assert (parent.listed, parent.children) == (True, ("c",))
         assert parent.with_child("c").children == ("c",)
         assert parent.with_child("d").children == ("c", "d")
+
+
+class TestCreateAndSmallFolds:
+    def test_create_records_the_sandbox_location_or_none(self) -> None:
+        event = ScopeAggregate.bare("r").create(
+            sandbox_backend="git", sandbox_path="/w"
+        )
+        assert (event.owner, event.sandbox_backend, event.sandbox_path) == (
+            "r",
+            "git",
+            "/w",
+        )
+        plain = ScopeAggregate.bare("r").create()
+        assert (plain.sandbox_backend, plain.sandbox_path) == (None, None)
+
+    @pytest.mark.parametrize(
+        "existing",
+        [scope("r"), replace(ScopeAggregate.bare("r"), state=ScopeState.MERGED)],
+    )
+    def test_create_refuses_a_known_or_ended_owner(
+        self, existing: ScopeAggregate
+    ) -> None:
+        with pytest.raises(ScopeExistsError) as caught:
+            existing.create()
+        assert str(caught.value) == "scope scope:r already exists"
+
+    def test_a_contradicted_scope_refuses_every_decision(self) -> None:
+        broken = scope("r", inconsistent="forked twice")
+        for decide in (broken.halt, lambda: broken.require_active("x")):
+            with pytest.raises(InconsistentTraceError) as caught:
+                decide()
+            assert (
+                str(caught.value) == "scope:r: the trace is inconsistent: forked twice"
+            )
+
+    def test_the_first_position_is_kept(self) -> None:
+        bare = ScopeAggregate.bare("r")
+        assert bare.with_position(-1) == bare
+        placed = bare.with_position(0)
+        assert placed.first_position == 0
+        assert placed.with_position(5) == placed
+        assert bare.with_position(7).first_position == 7
+
+    def test_listing_is_idempotent(self) -> None:
+        listed = ScopeAggregate.bare("r").with_listed()
+        assert listed.listed is True
+        assert listed.with_listed() is listed
+
+    def test_an_end_is_recorded_once_and_a_different_one_contradicts(self) -> None:
+        ended = scope("r").with_end(ScopeState.MERGED, "sha256:m")
+        assert (ended.state, ended.terminal_record) == (ScopeState.MERGED, "sha256:m")
+        assert ended.with_end(ScopeState.MERGED, "sha256:n") == ended
+        both = ended.with_end(ScopeState.DISCARDED, "sha256:d")
+        assert both.inconsistent == "owner r is recorded both merged and discarded"
+        assert both.state is ScopeState.MERGED
+
+    def test_workspace_records_end_only_their_own_claim(self) -> None:
+        claimed = scope("r").with_workspace_claim("out:c:1")
+        assert claimed.with_workspace("sha256:a").workspace_claim == "out:c:1"
+        other = claimed.with_workspace("sha256:b", ends_claim="out:c:2")
+        assert (other.workspace_digest, other.workspace_claim) == (
+            "sha256:b",
+            "out:c:1",
+        )
+        done = claimed.with_workspace("sha256:c", ends_claim="out:c:1")
+        assert (done.workspace_digest, done.workspace_claim) == ("sha256:c", "")
+
+    def test_a_destroyed_sandbox_is_folded(self) -> None:
+        assert scope("r").with_sandbox_destroyed().sandbox_destroyed is True
+
+    @pytest.mark.parametrize(
+        ("identifier", "owner"),
+        [
+            ("cp:a:3", "a"),
+            ("cp:a:b:3", "a:b"),
+            ("cp:a", ""),
+            ("out:a:3", ""),
+            ("xcp:a:3", ""),
+        ],
+    )
+    def test_a_sequenced_id_names_its_owner(self, identifier: str, owner: str) -> None:
+        assert owner_in_sequenced_id(identifier, "cp:") == owner
