@@ -173,6 +173,9 @@ def _mutate_row(module: str, counts: dict[str, int]) -> None:
     )
 
 
+_RETEST = {"survived", "not checked", "no tests", "suspicious", "interrupted"}
+
+
 def cmd_mutate(args: list[str]) -> None:
     """Run mutmut on the configured targets (or ``--module`` ones) and summarise."""
     import tomllib
@@ -204,7 +207,7 @@ def cmd_mutate(args: list[str]) -> None:
         names = [
             k
             for k, v in previous.items()
-            if v == "survived" and any(k.startswith(p) for p in prefixes)
+            if v in _RETEST and any(k.startswith(p) for p in prefixes)
         ]
         if not names:
             print("tasks: mutate: no survivors recorded for these modules")
