@@ -364,3 +364,30 @@ def test_an_overlapping_apply_names_the_paths_both_sides_changed(store):
         " baseline, which the sealed output also changes: b.txt"
     )
     assert events(store, out.id, OutputClaimed) == []
+
+
+def test_a_seal_that_died_after_storing_its_diff_is_finished_by_its_retry(store):
+    main = main_sandbox()
+    seen: list[str] = []
+
+    def die_after_blob(boundary: str, intent: str) -> None:
+        seen.append(f"{boundary} {intent}")
+        if boundary == "after-blob":
+            raise Died(intent)
+
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    wt = MemorySandbox(MemorySandboxConfig(repository=main.repository))
+    wt.create(SandboxSpec())
+    child = mgr.fork_isolated(root.id, "try", None, wt).unwrap()
+    wt.write_file("b.txt", b"new\n")
+    mgr.context.faults = die_after_blob
+    with pytest.raises(Died):
+        mgr.seal(child.id, seq=4)
+    assert seen == ["after-blob try:seal:4"]
+    assert events(store, "try", OutputSealed) == []
+    mgr.context.faults = None
+    out = mgr.seal(child.id, seq=4).unwrap()
+    assert out.id == "out:try:4"
+    assert len(events(store, "try", OutputSealed)) == 1
+    assert "+new" in out.diff
