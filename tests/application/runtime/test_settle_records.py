@@ -391,3 +391,18 @@ def test_a_seal_that_died_after_storing_its_diff_is_finished_by_its_retry(store)
     assert out.id == "out:try:4"
     assert len(events(store, "try", OutputSealed)) == 1
     assert "+new" in out.diff
+
+
+def test_a_blob_limit_below_the_marker_keeps_only_the_marker(store):
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    wt = MemorySandbox(MemorySandboxConfig(repository=main.repository))
+    wt.create(SandboxSpec())
+    child = mgr.fork_isolated(root.id, "try", None, wt).unwrap()
+    wt.write_file("b.txt", b"some change\n")
+    store.with_checkpoint_blob_limit(5)
+    out = mgr.seal(child.id).unwrap()
+    assert out.diff == "\n...[diff truncated at the blob limit]\n"
+    (sealed,) = events(store, out.id, OutputSealed)
+    assert sealed.diff_truncated is True
