@@ -13,7 +13,7 @@ import pytest
 from returns.result import Failure, Success
 
 from goatherd.application import SandboxSpec, ScopeManager
-from goatherd.application.errors import ApplyConflictError
+from goatherd.application.errors import ApplyConflictError, UnsupportedError
 from goatherd.domain import (
     OutputClaimed,
     OutputSealed,
@@ -406,3 +406,39 @@ def test_a_blob_limit_below_the_marker_keeps_only_the_marker(store):
     assert out.diff == "\n...[diff truncated at the blob limit]\n"
     (sealed,) = events(store, out.id, OutputSealed)
     assert sealed.diff_truncated is True
+
+
+class WithoutDelta:
+    """A workspace backend that cannot apply a three-way delta (no apply_delta).
+
+    It delegates every other operation to a real in-memory sandbox, as a
+    third-party backend that only resets to whole states would.
+    """
+
+    def __init__(self, inner: MemorySandbox) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "apply_delta":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_apply_into_a_backend_without_deltas_is_unsupported_and_consumes_nothing(
+    store,
+):
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", WithoutDelta(main)).unwrap()
+    out, _ = fork_and_seal(mgr, root.id, main, "try", "b.txt")
+    refused = mgr.settle(out.id, "applied")
+    assert isinstance(refused, Failure)
+    unsupported = refused.failure()
+    assert isinstance(unsupported, UnsupportedError)
+    assert str(unsupported) == (
+        "sandbox capability not supported: memory apply_delta"
+        " (parent sandbox does not implement DeltaApplier)"
+    )
+    assert events(store, out.id, OutputClaimed) == []
+    # Select only resets to a whole state: that backend can do it.
+    assert mgr.settle(out.id, "selected") == Success(None)
