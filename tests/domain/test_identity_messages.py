@@ -8,6 +8,7 @@ promises, so they are asserted verbatim.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from goatherd.domain.errors import (
 from goatherd.domain.identity import (
     ROOT_WITNESS_SCHEMA_REF,
     WITNESS_SCHEMA_REF,
+    record_digest,
     root_witness_body,
     validate_witness_body,
     witness_body_digest,
@@ -101,3 +103,55 @@ class TestCanonicalErrorsNameThePath:
         assert str(caught.value) == (
             "payload.labels[1]: object key of type int (keys must be strings)"
         )
+
+
+ROOT_BODY = root_witness_body()
+WITNESS = "sha256:" + "ab" * 32
+
+
+class TestRecordInputMessages:
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (("", "capture", {}, (), WITNESS), "schema_ref is required"),
+            (
+                ("s", "guess", {}, (), WITNESS),
+                "mode must be 'capture' or 'declaration'",
+            ),
+            (
+                ("s", "capture", {}, (), "md5:00"),
+                "witness must be a sha256 digest or the root sentinel",
+            ),
+            (
+                ("s", "capture", {}, (), ""),
+                "empty witness sentinel is legal only for the root witness record",
+            ),
+            (
+                (ROOT_WITNESS_SCHEMA_REF, "declaration", ROOT_BODY, (), ""),
+                "root witness record mode must be 'capture'",
+            ),
+            (
+                (ROOT_WITNESS_SCHEMA_REF, "capture", ROOT_BODY, (WITNESS,), ""),
+                "root witness record cannot have causal parents",
+            ),
+            (
+                (ROOT_WITNESS_SCHEMA_REF, "capture", {"other": 1}, (), ""),
+                "root witness record body must equal root_witness_body()",
+            ),
+            (
+                (ROOT_WITNESS_SCHEMA_REF, "capture", ROOT_BODY, (), WITNESS),
+                "root witness record must use the empty witness sentinel",
+            ),
+        ],
+    )
+    def test_each_abi_rule_is_refused_with_the_reference_message(
+        self, args: tuple[Any, ...], message: str
+    ) -> None:
+        with pytest.raises(RecordInputError) as caught:
+            record_digest(*args)
+        assert str(caught.value) == message
+
+    def test_a_bad_value_in_a_record_body_is_named_under_record(self) -> None:
+        with pytest.raises(CanonicalValueError) as caught:
+            record_digest("s", "capture", {"x": [float("nan")]}, (), WITNESS)
+        assert caught.value.path == "record.body.x[0]"
