@@ -442,3 +442,25 @@ def test_apply_into_a_backend_without_deltas_is_unsupported_and_consumes_nothing
     assert events(store, out.id, OutputClaimed) == []
     # Select only resets to a whole state: that backend can do it.
     assert mgr.settle(out.id, "selected") == Success(None)
+
+
+def test_a_select_onto_a_moved_live_workspace_names_the_output(store):
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    out, _ = fork_and_seal(mgr, root.id, main, "try", "b.txt")
+    main.write_file("c.txt", b"the parent moved\n")
+    refused = mgr.settle(out.id, "selected")
+    assert isinstance(refused, Failure)
+    assert str(refused.failure()) == (
+        f"settle {out.id} (select): parent workspace has moved since the"
+        " fork baseline; use SettleApply"
+    )
+
+
+def test_settling_an_unknown_output_names_it(store):
+    mgr = scope_manager_for(store)
+    mgr.create("root").unwrap()
+    refused = mgr.settle("out:root:99", "released")
+    assert isinstance(refused, Failure)
+    assert str(refused.failure()) == "retained output out:root:99 not found"
