@@ -8,6 +8,10 @@
     python3 tasks.py test      every check and the whole test suite (in parallel)
     python3 tasks.py lint      ruff, mypy and import-linter only
     python3 tasks.py bench     the benchmarks, then a PASS/MISS summary
+    python3 tasks.py mutate    mutation testing of the invariant modules
+                               (docs/mutation.md; --module PATH: one module,
+                               repeatable; --survivors: re-test what survived;
+                               --max-children N: workers, default 2)
 
 One virtual environment (``.venv`` beside this file, with ``goatherd[dev]``)
 serves every task, so alternating tasks never reinstalls; it is reinstalled
@@ -23,6 +27,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -127,12 +132,145 @@ def cmd_bench(args: list[str]) -> None:
         raise SystemExit(code)
 
 
+def _mutant_prefix(module: str) -> str:
+    """Return the mutant-name prefix of ``module`` (a path or a dotted name)."""
+    dotted = (
+        module.removesuffix(".py")
+        .removesuffix("*")
+        .replace("/", ".")
+        .replace(os.sep, ".")
+    )
+    return dotted if dotted.endswith(".") else dotted + "."
+
+
+def _mutant_results() -> dict[str, str]:
+    """Return the status of every mutant mutmut has recorded under ``mutants/``."""
+    import json
+
+    names = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"}
+    names |= {
+        34: "skipped",
+        36: "timeout",
+        24: "timeout",
+        -24: "timeout",
+        152: "timeout",
+    }
+    names |= {
+        255: "timeout",
+        37: "type check",
+        2: "interrupted",
+        -9: "segfault",
+        -11: "segfault",
+    }
+    out: dict[str, str] = {}
+    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        for key, code in codes.items():
+            out[key] = "not checked" if code is None else names.get(code, "suspicious")
+    return out
+
+
+def _mutate_summary(prefixes: list[str]) -> None:
+    """Print killed / survived / no tests / timeouts and the kill rate per module."""
+    results = {
+        k: v
+        for k, v in _mutant_results().items()
+        if any(k.startswith(p) for p in prefixes)
+    }
+    by_module: dict[str, dict[str, int]] = {}
+    for key, status in results.items():
+        module = key.rsplit(".", 1)[0]
+        counts = by_module.setdefault(module, {})
+        counts[status] = counts.get(status, 0) + 1
+    print(f"\n{'module':44} killed survived no-tests timeout  kill rate")
+    total: dict[str, int] = {}
+    for module, counts in sorted([*by_module.items(), ("overall", total)]):
+        if module == "overall":
+            continue
+        for status, n in counts.items():
+            total[status] = total.get(status, 0) + n
+        _mutate_row(module, counts)
+    _mutate_row("overall", total)
+    survivors = sorted(
+        k for k, v in results.items() if v not in {"killed", "timeout", "not checked"}
+    )
+    print(
+        f"\n{len(survivors)} not killed (mutmut show NAME in mutants/ prints the diff):"
+    )
+    for key in survivors:
+        print(f"    {key}: {results[key]}")
+
+
+def _mutate_row(module: str, counts: dict[str, int]) -> None:
+    killed = counts.get("killed", 0) + counts.get("timeout", 0)
+    tried = (
+        sum(counts.values()) - counts.get("not checked", 0) - counts.get("skipped", 0)
+    )
+    rate = f"{100 * killed / tried:6.1f}%" if tried else "     -"
+    print(
+        f"{module:44} {counts.get('killed', 0):6} {counts.get('survived', 0):8} "
+        f"{counts.get('no tests', 0):8} {counts.get('timeout', 0):7}  {rate}"
+    )
+
+
+_RETEST = {"survived", "not checked", "no tests", "suspicious", "interrupted"}
+
+
+def cmd_mutate(args: list[str]) -> None:
+    """Run mutmut on the configured targets (or ``--module`` ones) and summarise."""
+    import tomllib
+
+    ensure_env()
+    modules: list[str] = []
+    children, survivors_only = "2", False
+    while args:
+        flag, args = args[0], args[1:]
+        if flag == "--survivors":
+            survivors_only = True
+        elif flag in {"--module", "--max-children"} and args:
+            value, args = args[0], args[1:]
+            if flag == "--module":
+                modules.append(value)
+            else:
+                children = value
+        else:
+            print(
+                f"tasks: mutate: unknown or incomplete option {flag!r}", file=sys.stderr
+            )
+            raise SystemExit(2)
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    targets = modules or list(config["only_mutate"])
+    prefixes = [_mutant_prefix(m) for m in targets]
+    names = [p + "*" for p in prefixes] if modules else []
+    if survivors_only:
+        previous = _mutant_results()
+        names = [
+            k
+            for k, v in previous.items()
+            if v in _RETEST and any(k.startswith(p) for p in prefixes)
+        ]
+        if not names:
+            print("tasks: mutate: no survivors recorded for these modules")
+            _mutate_summary(prefixes)
+            return
+    env = dict(os.environ, HYPOTHESIS_PROFILE="mutate")
+    started = time.monotonic()
+    code = subprocess.call(
+        [tool("mutmut"), "run", "--max-children", children, *names], cwd=ROOT, env=env
+    )
+    print(f"\ntasks: mutmut exited {code} after {time.monotonic() - started:.0f}s")
+    _mutate_summary(prefixes)
+    if code != 0:
+        raise SystemExit(code)
+
+
 COMMANDS = {
     "demo": cmd_demo,
     "check": cmd_check,
     "test": cmd_test,
     "lint": cmd_lint,
     "bench": cmd_bench,
+    "mutate": cmd_mutate,
 }
 
 
