@@ -195,14 +195,29 @@ class ScopeAggregate:
         isolated: bool = False,
         sandbox_backend: str = "",
         sandbox_path: str = "",
+        workspace: ScopeAggregate | None = None,
     ) -> ScopeForked:
         """Decide to fork ``child`` (a fresh owner) from this scope.
 
+        ``workspace`` is the scope whose workspace this one works in (an
+        isolated ancestor or the root; ``None`` or this scope when its own).
+        A shared scope whose isolated ancestor ended has no workspace left to
+        share: its sandbox went with that ancestor.
+
         Raises:
-            ScopeStateError: this scope is not active.
+            ScopeStateError: this scope is not active, or the scope whose
+                workspace it works in has ended.
             ScopeExistsError: the child is a scope, or its path holds records.
         """
         self.require_active("cannot fork scope")
+        if self._workspace_ended(workspace):
+            assert workspace is not None
+            raise ScopeStateError(
+                f"cannot fork scope {self.scope_id}: it works in the workspace "
+                f"of {workspace.scope_id}, which is {workspace.state}",
+                self.scope_id,
+                self.state,
+            )
         if child.listed or child_head > 0 or child.owner == self.owner:
             raise ScopeExistsError(child.scope_id)
         present = baseline is not None and baseline.present
@@ -215,6 +230,11 @@ class ScopeAggregate:
             baseline_digest=baseline.digest() if present and baseline else None,
             baseline=baseline if present else None,
         )
+
+    def _workspace_ended(self, workspace: ScopeAggregate | None) -> bool:
+        if workspace is None or workspace.owner == self.owner:
+            return False
+        return not workspace.is_active or workspace.sandbox_destroyed
 
     def merge(self, child: ScopeAggregate) -> ScopeMerged:
         """Decide to merge ``child`` (causal only).

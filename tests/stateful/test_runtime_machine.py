@@ -210,6 +210,8 @@ class RuntimeMachine(RuleBasedStateMachine):
             return False
         model = self.managers[by].context.model
         owner = model.workspace_owner(scope.owner)
+        if model.scope(owner).state is not ScopeState.ACTIVE:
+            return False  # the sandbox went with the isolated scope that ended
         sandbox = self.host.sandboxes.get(f"scope:{owner}")
         return sandbox is not None and sandbox._files is not None
 

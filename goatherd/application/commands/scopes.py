@@ -114,6 +114,7 @@ def fork(
                 isolated=isolated is not None,
                 sandbox_backend=backend,
                 sandbox_path=path,
+                workspace=ctx.model.scope(ctx.model.workspace_owner(parent.owner)),
             )
             return Decision().place(event, parent.owner, child_owner)
 

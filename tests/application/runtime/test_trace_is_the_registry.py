@@ -290,3 +290,37 @@ class TestWhatTheTraceDoesNotVouchFor:
             assert isinstance(
                 child.append_fact("app.note.v1", "note", {"n": 1}), Success
             )
+
+
+class TestAScopeWhoseWorkspaceEnded:
+    """A shared child of an isolated scope outlives the sandbox it worked in."""
+
+    def test_it_cannot_fork_in_any_manager_or_process(self, path):
+        with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
+            first, second = scope_manager_for(one), scope_manager_for(two)
+            main = sandbox()
+            root = first.create("root", main).unwrap()
+            iso = first.fork_isolated(
+                root.id, "root:iso", None, sandbox(main.repository)
+            ).unwrap()
+            shared = first.fork(iso.id, "root:iso:sh").unwrap()
+            assert isinstance(first.discard(iso.id), Success)
+            seen = second.get(shared.id)
+            assert seen is not None
+            assert seen.state is ScopeState.ACTIVE
+            for mgr in (first, second):
+                error = failure_of(mgr.fork(shared.id, "root:iso:sh:next"))
+                assert str(error) == (
+                    "cannot fork scope scope:root:iso:sh: it works in the "
+                    "workspace of scope:root:iso, which is discarded"
+                )
+        out = in_another_process(
+            path,
+            """
+            print(mgr.fork("scope:root:iso:sh", "root:iso:sh:other"))
+            """,
+        )
+        assert "which is discarded" in out
+        with SQLiteTraceStore(path) as store:
+            heads = [store.head(o) for o in ("root:iso:sh:next", "root:iso:sh:other")]
+        assert heads == [0, 0]
