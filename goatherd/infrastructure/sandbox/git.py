@@ -301,7 +301,13 @@ class GitSandbox:
         env = {**self._spec.env, **request.env}
         timeout = request.timeout or self._spec.timeout or DEFAULT_EXEC_TIMEOUT_SECONDS
         confined = ExecRequest(
-            request.command, request.args, str(cwd), env, timeout, request.stdin
+            request.command,
+            request.args,
+            str(cwd),
+            env,
+            timeout,
+            request.stdin,
+            request.output_limit,
         )
         roots = (str(self.workdir), *self._extra_roots)
         return self._exec_backend.run(confined, writable_roots=roots, cwd=str(cwd))
