@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 import goatherd
-from goatherd.cli import inspect_cmds, move_cmds, recover_cmd, serve_cmds
+from goatherd.cli import inspect_cmds, mcp_cmd, move_cmds, recover_cmd, serve_cmds
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     move_cmds.register(sub)
     serve_cmds.register(sub)
     recover_cmd.register(sub)
+    mcp_cmd.register(sub)
     return parser
 
 
