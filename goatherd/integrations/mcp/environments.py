@@ -324,7 +324,7 @@ class Environments:
                 return "was halted by the supervisor; stop working in it"
             return "was discarded" + self._settled_note(scope)
         if scope.state is ScopeState.MERGED:
-            return "was merged"
+            return "was merged" + self._settled_note(scope)
         if scope.sandbox_destroyed:
             return "has no worktree any more" + self._settled_note(scope)
         if not scope.sandbox_path or not Path(scope.sandbox_path).is_dir():

@@ -186,7 +186,9 @@ class WorkspaceFiles:
         except FileNotFoundError:
             raise ToolInputError(f"{path} does not exist") from None
         except NotADirectoryError:
-            raise ToolInputError(f"{path}: a parent is not a directory") from None
+            raise ToolInputError(
+                f"{path}: a parent is not a directory, or is a symlink (not followed)"
+            ) from None
         except OSError as error:
             raise ToolInputError(_os_message(path, error)) from None
         try:
@@ -246,7 +248,9 @@ class WorkspaceFiles:
         except FileNotFoundError:
             raise ToolInputError(f"{path}: its directory does not exist") from None
         except NotADirectoryError:
-            raise ToolInputError(f"{path}: a parent is not a directory") from None
+            raise ToolInputError(
+                f"{path}: a parent is not a directory, or is a symlink (not followed)"
+            ) from None
         except OSError as error:
             raise ToolInputError(_os_message(path, error)) from None
 

@@ -81,6 +81,16 @@ _WRAPPERS: Final = frozenset(
         "busybox",
     }
 )
+_VALUED_OPTIONS: Final = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-U", "-r", "-t"}),
+    "doas": frozenset({"-u", "-C"}),
+    "env": frozenset({"-u", "-C", "-S"}),
+    "nice": frozenset({"-n"}),
+    "ionice": frozenset({"-c", "-n", "-p", "-P", "-u"}),
+    "timeout": frozenset({"-s", "-k"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "xargs": frozenset({"-n", "-I", "-i", "-d", "-L", "-l", "-P", "-s", "-E", "-a"}),
+}
 _SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish"})
 _ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WIPERS: Final = frozenset({"shred", "wipefs"})
@@ -104,8 +114,9 @@ def _reason(command: str, depth: int) -> str | None:
 
 
 def _tokens(command: str) -> list[str]:
-    # Backticks start and end a command substitution: read them as separators.
-    text = command.replace("`", "\n")
+    # Newlines end a command, and backticks start and end a substitution:
+    # read both as separators.
+    text = command.replace("`", " ; ").replace("\n", " ; ")
     lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
@@ -122,7 +133,7 @@ def _simple_commands(command: str) -> Iterator[list[str]]:
         if skip_next:
             skip_next = False
             continue
-        if token in _SEPARATORS or "\n" in token:
+        if token in _SEPARATORS:
             yield words
             words = []
         elif _REDIRECT.match(token):
@@ -167,8 +178,9 @@ def _strip_prefix(words: list[str]) -> list[str]:
             index += 1
         elif base in _WRAPPERS:
             index += 1
+            valued = _VALUED_OPTIONS.get(base, frozenset())
             while index < len(words) and _wrapper_option(words[index]):
-                index += 1
+                index += 2 if words[index] in valued else 1
         else:
             break
     return words[index:]

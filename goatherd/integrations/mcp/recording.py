@@ -1,12 +1,14 @@
 """Each tool call as two records: a declaration before it runs, a capture after.
 
-A call's declaration (``mcp.tool.<tool>.v1``) carries the server session and
-the call's arguments (long texts bounded, with their size and digest); its
-capture (``mcp.tool.<tool>.result.v1``) is caused by the declaration and
-carries the outcome, ``success`` among it (what the supervisor's error-rate
-rule reads). Both sit on the environment's owner path. A ``run``'s
-declaration has the kind label ``bash`` and its command under ``cmd``, as
-the supervisor's shell rules expect.
+A call's declaration (``mcp.tool.<tool>.v1``) is caused by the last record
+on the path before it (each environment's calls form one causal chain,
+and two calls with the same arguments are two records); it carries the
+server session and the call's arguments (long texts bounded, with their
+size and digest); its capture (``mcp.tool.<tool>.result.v1``) is caused
+by the declaration and carries the outcome, ``success`` among it (what the
+supervisor's error-rate rule reads). Both sit on the environment's owner
+path. A ``run``'s declaration has the kind label ``bash`` and its command
+under ``cmd``, as the supervisor's shell rules expect.
 
 A capture's append intent is derived from its declaration, so a call has
 exactly one capture: a server that closes a call its crashed predecessor
@@ -233,7 +235,7 @@ class CallRecorder:
         label = "bash" if tool == "run" else f"mcp:{tool}"
         intent = f"mcp:{self.session.session}:call:{uuid.uuid4().hex}"
         draft = RecordDraft(DECLARATION, call_schema(tool), payload, kind_label=label)
-        record_id, ordinal = self._append(intent, owner, draft, ())
+        record_id, ordinal = self._append(intent, owner, draft, self._last(owner))
         return RecordedCall(
             owner, tool, draft.schema_ref, label, payload, record_id, ordinal
         )
@@ -266,6 +268,19 @@ class CallRecorder:
             ordinal,
             CAPTURE,
         )
+
+    def _last(self, owner: str) -> tuple[str, ...]:
+        """Return the path's last record: a call follows what came before it.
+
+        Two calls with the same arguments are then two records (the ids are
+        content addresses, and their parents differ), and each environment's
+        calls form one causal chain.
+        """
+        head = self.store.head(owner)
+        if head == 0:
+            return ()
+        last = self.store.read_path(owner, head - 2, 1)
+        return (last[0].record.record_id,) if last else ()
 
     def _append(
         self, intent: str, owner: str, draft: RecordDraft, parents: Iterable[str]

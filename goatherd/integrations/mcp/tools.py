@@ -42,6 +42,7 @@ from goatherd.domain import (
     SupervisionRule,
 )
 from goatherd.infrastructure import Runtime
+from goatherd.infrastructure.store import SqlAlchemyTraceStore
 from goatherd.integrations.mcp.environments import (
     Environment,
     Environments,
@@ -102,6 +103,7 @@ class _Done:
     data: Mapping[str, object]
     record: Mapping[str, object] = field(default_factory=dict)
     success: bool = True
+    is_error: bool = False
 
 
 class _Fired(threading.local):
@@ -178,6 +180,11 @@ class WorkspaceTools:
         self.environments.sweep_tmp()
 
     @property
+    def store(self) -> SqlAlchemyTraceStore:
+        """The trace store the calls are recorded in."""
+        return self._store
+
+    @property
     def session(self) -> str:
         """This server's session id (recorded on every declaration)."""
         return self._recorder.session.session
@@ -210,16 +217,12 @@ class WorkspaceTools:
         try:
             done = body(env)
         except (ToolRefusedError, GoatherdError) as error:
-            done = _Done(
-                str(error), {"error": str(error)}, {"error": str(error)}, False
-            )
-            refused = True
+            message = str(error)
+            done = _Done(message, {"error": message}, {"error": message}, False, True)
         except Exception as error:
             message = f"internal error: {type(error).__name__}: {error}"
             self._capture(env, call, {"success": False, "error": message}, [], cursor)
             raise
-        else:
-            refused = False
         capture = self._capture(
             env, call, {"success": done.success, **done.record}, guidance, cursor
         )
@@ -227,7 +230,7 @@ class WorkspaceTools:
             after, _ = self._gate(capture)
             if after is not None and after.payload:
                 guidance.append(str(after.payload))
-        return ToolReply(done.text, done.data, refused, tuple(guidance))
+        return ToolReply(done.text, done.data, done.is_error, tuple(guidance))
 
     def _capture(
         self,
@@ -403,12 +406,8 @@ class WorkspaceTools:
                 f"the command outran its {timeout:g} s timeout; every process it"
                 " started was killed"
             )
-            return _Done(
-                message,
-                {"timed_out": True},
-                {"timed_out": True, "error": message},
-                False,
-            )
+            record = {"timed_out": True, "error": message}
+            return _Done(message, {"timed_out": True}, record, False, True)
         except InvalidExecRequestError as error:
             raise ToolInputError(str(error)) from None
         except SandboxError as error:
