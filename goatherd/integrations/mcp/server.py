@@ -130,16 +130,20 @@ def _environment_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     def open_environment(
         ctx: Context[Any, Any],
         name: Annotated[
-            str | None,
+            str,
             Field(description="a short name for a new environment", max_length=256),
-        ] = None,
+        ] = "",
         environment_id: Annotated[
-            str | None,
+            str,
             Field(description="resume this environment instead", max_length=256),
-        ] = None,
+        ] = "",
     ) -> CallToolResult:
         """Open a new environment (a worktree forked from the repository), or resume."""
-        return _safe(lambda: tools.open_environment(name, environment_id, _client(ctx)))
+        return _safe(
+            lambda: tools.open_environment(
+                name or None, environment_id or None, _client(ctx)
+            )
+        )
 
     @server.tool()
     def list_environments() -> CallToolResult:
@@ -222,9 +226,9 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     def checkpoint(
         environment_id: EnvId,
         conversation: Annotated[
-            str | None,
+            str,
             Field(description="a snapshot of your conversation, returned by restore"),
-        ] = None,
+        ] = "",
         label: Annotated[str, Field(description="a note", max_length=1024)] = "",
     ) -> CallToolResult:
         """Checkpoint the worktree (and optionally your conversation)."""
@@ -267,8 +271,8 @@ def _resources(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     @server.resource("goatherd://environments", mime_type="application/json")
     def environments() -> str:
         """The repository's environments."""
-        reply = tools.list_environments()
-        return json.dumps(reply.data, indent=1)
+        infos = [info.as_dict() for info in tools.environments.infos()]
+        return json.dumps({"environments": infos}, indent=1)
 
     @server.resource(
         "goatherd://environments/{environment_id}/records",

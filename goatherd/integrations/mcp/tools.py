@@ -25,7 +25,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from goatherd.application import (
     ExecRequest,
@@ -332,16 +332,17 @@ class WorkspaceTools:
         return _Done(text, data, {"environment_id": env.env_id, "resumed": resumed})
 
     def list_environments(self) -> ToolReply:
-        """List the repository's environments and their outputs (records nothing)."""
+        """List the repository's environments and their outputs.
+
+        Recorded on the repository's root path (it names no environment).
+        """
+        root = self.environments.root_owner
+        call = self._recorder.declare(root, "list_environments", {})
         infos = [info.as_dict() for info in self.environments.infos()]
-        lines = [
-            f"{i['environment_id']}: {i['state']}"
-            + "".join(f", {o['output_id']} {o['state']}" for o in i["outputs"])  # type: ignore[attr-defined]
-            for i in infos
-        ]
-        return ToolReply(
-            "\n".join(lines) or "no environments yet", {"environments": infos}
+        self._recorder.capture(
+            root, call.record_id, call.tool, {"success": True, "count": len(infos)}
         )
+        return ToolReply(_listing(infos), {"environments": infos})
 
     # ------------------------------------------------------------ run
 
@@ -656,6 +657,17 @@ class WorkspaceTools:
         with self.environments.lock(env):
             text, _ = self._diff(env, 0)
         return text
+
+
+def _listing(infos: list[dict[str, object]]) -> str:
+    lines = []
+    for info in infos:
+        outputs = cast("list[dict[str, str]]", info["outputs"])
+        line = f"{info['environment_id']}: {info['state']}"
+        lines.extend(
+            [line + "".join(f", {o['output_id']} {o['state']}" for o in outputs)]
+        )
+    return "\n".join(lines) or "no environments yet"
 
 
 def _shown(payload: Mapping[str, object]) -> object:
