@@ -180,6 +180,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--timeout must be above 0 and at most {integration.MAX_TIMEOUT:g}"
         )
+    address = None if args.http is None else _http_address(args.http)
+    if address is not None:
+        integration.require_loopback(address[0])
     repo = repository_top(args.repo)
     db = args.db or default_trace(repo)
     worktrees = (
@@ -199,10 +202,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         tools = integration.WorkspaceTools(runtime, settings)
         server = integration.build_server(tools, version=_version())
         _announce(f"serving {repo} (trace {db}, worktrees {worktrees})")
-        if args.http is None:
+        if address is None:
             integration.serve(server)
         else:
-            host, port = _http_address(args.http)
+            host, port = address
             integration.serve_http(
                 server, host, port, lambda url: _announce(f"listening on {url}")
             )

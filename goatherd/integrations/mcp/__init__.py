@@ -40,6 +40,7 @@ from goatherd.integrations.mcp.recording import (
 from goatherd.integrations.mcp.server import (
     INSTRUCTIONS,
     build_server,
+    require_loopback,
     serve,
     serve_http,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "default_rules",
     "destructive_command_rule",
     "destructive_reason",
+    "require_loopback",
     "result_schema",
     "root_owner_for",
     "serve",

@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError
 from goatherd.integrations.mcp.errors import ToolRefusedError
 from goatherd.integrations.mcp.tools import ToolReply, WorkspaceTools
 
-__all__ = ["INSTRUCTIONS", "build_server", "serve", "serve_http"]
+__all__ = ["INSTRUCTIONS", "build_server", "require_loopback", "serve", "serve_http"]
 
 INSTRUCTIONS: Final = """\
 goatherd gives you an isolated, reversible environment in this git repository:
@@ -290,7 +290,12 @@ def _resources(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         return guarded(lambda: tools.diff_text(environment_id))
 
 
-def _loopback(host: str) -> None:
+def require_loopback(host: str) -> None:
+    """Refuse a host that is not a loopback address (``localhost`` is one).
+
+    Raises:
+        ValueError: naming the host.
+    """
     if host == "localhost":
         return
     try:
@@ -317,7 +322,7 @@ def serve_http(
     """
     import uvicorn
 
-    _loopback(host)
+    require_loopback(host)
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
