@@ -222,7 +222,7 @@ def test_streamable_http_on_loopback(project: Path, tmp_path: Path) -> None:
         assert anyio.run(main) == 1
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.communicate(timeout=30)
 
 
 def test_http_refuses_an_address_off_loopback(project: Path, tmp_path: Path) -> None:
