@@ -31,6 +31,7 @@ from returns.result import Failure, Result
 from goatherd.application import NetworkMode, Sandbox, SandboxSpec, ScopeManager
 from goatherd.domain import (
     TRUSTED_READ_CONTEXT,
+    CheckpointState,
     GoatherdError,
     GuidanceInjected,
     LogEntry,
@@ -68,6 +69,7 @@ __all__ = [
     "Environments",
     "MAX_TIMEOUT",
     "McpSettings",
+    "Observation",
     "ROOT_PREFIX",
     "TMP_MARKER",
     "root_owner_for",
@@ -170,6 +172,32 @@ class EnvironmentInfo:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a call finds on its environment's path before it runs.
+
+    Attributes:
+        env: the environment (workable).
+        guidance: guidance recorded there since the last call.
+        cursor: the last ordinal read (what guidance was delivered through).
+        last: the path's last record id (``""``: none known).
+    """
+
+    env: Environment
+    guidance: tuple[str, ...]
+    cursor: int
+    last: str
+
+
+@dataclass(slots=True)
+class _View:
+    """This process's reading position on one environment's path."""
+
+    env: Environment | None
+    cursor: int
+    last: str
+
+
 @dataclass(slots=True)
 class _Sessions:
     """Server sessions by id, read from the root path's started records."""
@@ -205,8 +233,8 @@ class Environments:
         self.manager: ScopeManager = runtime.new_manager(self._resolve)
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
-        self._touched: set[str] = set()
-        self._cursors: dict[str, int] = {}
+        self._views: dict[str, _View] = {}
+        self._sandboxes: dict[str, Sandbox] = {}
         self._sessions = _Sessions()
         self._ensure_root()
 
@@ -305,7 +333,9 @@ class Environments:
 
     def lookup(self, environment_id: object) -> Environment:
         """Return a workable environment, or say why it is not one."""
-        owner = self.owner_of(environment_id)
+        return self._lookup_owner(self.owner_of(environment_id))
+
+    def _lookup_owner(self, owner: str) -> Environment:
         scope = self.known(owner)
         env_id = owner.rsplit(":", 1)[1]
         problem = self._problem(scope)
@@ -354,10 +384,10 @@ class Environments:
         if (tmp / TMP_MARKER).is_file():
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def lock(self, env: Environment) -> threading.Lock:
-        """Return the lock that serializes calls on ``env`` in this process."""
+    def lock(self, owner: str) -> threading.Lock:
+        """Return the lock that serializes calls on ``owner`` in this process."""
         with self._lock:
-            return self._locks.setdefault(env.owner, threading.Lock())
+            return self._locks.setdefault(owner, threading.Lock())
 
     # ------------------------------------------------------------ create
 
@@ -384,7 +414,7 @@ class Environments:
             unwrap(forked)
         env = Environment(env_id, owner, worktree)
         self.apply_baseline(env)
-        self._touched.add(owner)
+        self._sandboxes[owner] = sandbox
         return env
 
     def apply_baseline(self, env: Environment) -> None:
@@ -429,10 +459,55 @@ class Environments:
 
     # ------------------------------------------------------------ recovery
 
-    def touch(self, env: Environment) -> None:
-        """On first use in this process: close calls a dead server left open."""
-        if env.owner in self._touched:
-            return
+    def observe(self, owner: str) -> Observation:
+        """Read what happened on ``owner``'s path since the last call.
+
+        One read of the path's new entries per call: guidance recorded there
+        is returned, the last record is what the next declaration follows,
+        and the environment's state is folded again only when a record that
+        is not a tool call's landed there (every change of a scope's state
+        is a record on its own path). On first use in this process, calls a
+        dead server left open are closed first.
+
+        Raises:
+            EnvironmentUnavailableError: the environment is unknown, or can
+                no longer be worked in.
+        """
+        view = self._views.get(owner)
+        if view is None:
+            env = self._lookup_owner(owner)
+            view = self._first_view(env)
+        entries = self._runtime.store.read_path(owner, view.cursor)
+        foreign = any(
+            not e.record.envelope.schema_ref.startswith(TOOL_SCHEMA_PREFIX)
+            for e in entries
+        )
+        if foreign or view.env is None:
+            try:
+                view.env = self._lookup_owner(owner)
+            except EnvironmentUnavailableError:
+                self._views.pop(owner, None)
+                self._sandboxes.pop(owner, None)
+                raise
+        guidance = [
+            event.guidance
+            for entry in entries
+            if entry.record.envelope.schema_ref == GuidanceInjected.SCHEMA
+            and isinstance(event := decode_fact(entry.record).event, GuidanceInjected)
+        ]
+        if entries:
+            view.cursor = entries[-1].record.owner_ordinal
+            view.last = entries[-1].record.record_id
+        assert view.env is not None
+        return Observation(view.env, tuple(guidance), view.cursor, view.last)
+
+    def followed(self, owner: str, record_id: str) -> None:
+        """Remember ``record_id`` as the last record this server put on the path."""
+        view = self._views.get(owner)
+        if view is not None:
+            view.last = record_id
+
+    def _first_view(self, env: Environment) -> _View:
         entries = self._runtime.store.read_path(env.owner)
         self.close_interrupted(env.owner, entries)
         through = -1
@@ -441,8 +516,22 @@ class Environments:
                 value = entry.record.payload.get("guidance_through")
                 if isinstance(value, int) and not isinstance(value, bool):
                     through = max(through, value)
-        self._cursors[env.owner] = through
-        self._touched.add(env.owner)
+        view = _View(env, through, "")
+        self._views[env.owner] = view
+        return view
+
+    def sandbox_of(self, env: Environment) -> Sandbox:
+        """Return the environment's sandbox in this process (re-adopted once)."""
+        cached = self._sandboxes.get(env.owner)
+        if cached is None:
+            scope = self.manager.get(env.scope_id)
+            cached = scope.sandbox if scope is not None else None
+            if cached is None:
+                raise EnvironmentUnavailableError(
+                    f"environment {env.env_id} has no worktree here"
+                )
+            self._sandboxes[env.owner] = cached
+        return cached
 
     def close_interrupted(self, owner: str, entries: tuple[LogEntry, ...]) -> int:
         """Record an ``interrupted`` capture for each call a dead server left open."""
@@ -459,11 +548,46 @@ class Environments:
                 continue
             if self._may_be_running(record.payload.get("session")):
                 continue
-            outcome = {"success": False, "interrupted": True, "error": _INTERRUPTED}
             tool = _tool_of(record.envelope.schema_ref)
+            outcome = (
+                self._finished_restore(record.payload) if tool == "restore" else None
+            )
+            if outcome is None:
+                outcome = {"success": False, "interrupted": True, "error": _INTERRUPTED}
             if self._recorder.capture(owner, record.record_id, tool, outcome):
                 closed += 1
         return closed
+
+    def _finished_restore(
+        self, payload: Mapping[str, object]
+    ) -> dict[str, object] | None:
+        """Finish a restore a dead server claimed but did not record (ADR 0026).
+
+        The claim holds the environment's workspace until its attempt is
+        retried; the retry applies the checkpoint and records it, as the
+        agent asked. ``None`` when there is nothing of it to finish.
+        """
+        checkpoint_id = payload.get("checkpoint_id")
+        if not isinstance(checkpoint_id, str):
+            return None
+        model = self._runtime.model
+        model.refresh()
+        checkpoint = model.checkpoint(checkpoint_id)
+        if not checkpoint.exists or not checkpoint.claimed_by.isdigit():
+            return None
+        if checkpoint.state is not CheckpointState.VALID:
+            return None
+        done = self.manager.restore_checkpoint(
+            checkpoint_id, seq=int(checkpoint.claimed_by)
+        )
+        if isinstance(done, Failure):
+            return None
+        return {
+            "success": True,
+            "recovered": True,
+            "checkpoint_id": checkpoint_id,
+            "note": "the server stopped during this restore; a restart finished it",
+        }
 
     def _may_be_running(self, session: object) -> bool:
         if not isinstance(session, str):
@@ -549,22 +673,6 @@ class Environments:
                 self._drop_tmp(scope)
 
     # ------------------------------------------------------------ guidance
-
-    def pending_guidance(self, env: Environment) -> tuple[list[str], int]:
-        """Return guidance recorded on ``env`` since the last call, and the cursor."""
-        cursor = self._cursors.get(env.owner, -1)
-        texts: list[str] = []
-        for entry in self._runtime.store.read_path(env.owner, cursor):
-            cursor = max(cursor, entry.record.owner_ordinal)
-            if entry.record.envelope.schema_ref == GuidanceInjected.SCHEMA:
-                event = decode_fact(entry.record).event
-                if isinstance(event, GuidanceInjected):
-                    texts.append(event.guidance)
-        return texts, cursor
-
-    def delivered(self, env: Environment, cursor: int) -> None:
-        """Remember that guidance through ``cursor`` reached the agent."""
-        self._cursors[env.owner] = cursor
 
     def checkpoints(self, env: Environment) -> Mapping[str, str]:
         """Return the environment's checkpoints and their states."""

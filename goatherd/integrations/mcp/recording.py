@@ -228,14 +228,22 @@ class CallRecorder:
         )
 
     def declare(
-        self, owner: str, tool: str, args: Mapping[str, object]
+        self,
+        owner: str,
+        tool: str,
+        args: Mapping[str, object],
+        after: str | None = None,
     ) -> RecordedCall:
-        """Record the declaration of a call to ``tool`` on ``owner``'s path."""
+        """Record the declaration of a call to ``tool`` on ``owner``'s path.
+
+        ``after`` is the path's last record (``None``: read it; ``""``: none).
+        """
         payload = {"session": self.session.session, **args}
         label = "bash" if tool == "run" else f"mcp:{tool}"
         intent = f"mcp:{self.session.session}:call:{uuid.uuid4().hex}"
         draft = RecordDraft(DECLARATION, call_schema(tool), payload, kind_label=label)
-        record_id, ordinal = self._append(intent, owner, draft, self._last(owner))
+        parents = self._last(owner) if after is None else ((after,) if after else ())
+        record_id, ordinal = self._append(intent, owner, draft, parents)
         return RecordedCall(
             owner, tool, draft.schema_ref, label, payload, record_id, ordinal
         )

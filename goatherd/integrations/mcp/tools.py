@@ -47,6 +47,7 @@ from goatherd.integrations.mcp.environments import (
     Environment,
     Environments,
     McpSettings,
+    Observation,
     unwrap,
 )
 from goatherd.integrations.mcp.errors import (
@@ -198,22 +199,24 @@ class WorkspaceTools:
         args: Mapping[str, object],
         body: Callable[[Environment], _Done],
     ) -> ToolReply:
-        env = self.environments.lookup(environment_id)
-        with self.environments.lock(env):
-            self.environments.touch(env)
-            env = self.environments.lookup(environment_id)
-            call = self._recorder.declare(env.owner, tool, args)
-            return self._judged(env, call, body)
+        owner = self.environments.owner_of(environment_id)
+        with self.environments.lock(owner):
+            seen = self.environments.observe(owner)
+            call = self._recorder.declare(owner, tool, args, seen.last)
+            return self._judged(seen, call, body)
 
     def _judged(
-        self, env: Environment, call: RecordedCall, body: Callable[[Environment], _Done]
+        self,
+        seen: Observation,
+        call: RecordedCall,
+        body: Callable[[Environment], _Done],
     ) -> ToolReply:
+        env, cursor = seen.env, seen.cursor
         verdict, rule = self._gate(call)
         if verdict is not None and verdict.type in _STOPPING:
             return self._stopped(env, call, verdict, rule)
         guidance = [str(verdict.payload)] if verdict is not None else []
-        injected, cursor = self.environments.pending_guidance(env)
-        guidance += injected
+        guidance += seen.guidance
         try:
             done = body(env)
         except (ToolRefusedError, GoatherdError) as error:
@@ -245,7 +248,8 @@ class WorkspaceTools:
             payload["guidance"] = [bounded_text(text) for text in guidance]
         payload["guidance_through"] = cursor
         recorded = self._recorder.capture(env.owner, call.record_id, call.tool, payload)
-        self.environments.delivered(env, cursor)
+        if recorded is not None:
+            self.environments.followed(env.owner, recorded.record_id)
         return recorded
 
     def _gate(self, call: RecordedCall) -> tuple[Intervention | None, str]:
@@ -382,12 +386,7 @@ class WorkspaceTools:
         return float(value)
 
     def _run(self, env: Environment, command: str, cwd: str, timeout: float) -> _Done:
-        scope = self.environments.manager.get(env.scope_id)
-        sandbox = scope.sandbox if scope is not None else None
-        if sandbox is None:
-            raise EnvironmentUnavailableError(
-                f"environment {env.env_id} has no worktree here"
-            )
+        sandbox = self.environments.sandbox_of(env)
         request = ExecRequest(
             "/bin/sh",
             ("-c", command),
@@ -654,7 +653,7 @@ class WorkspaceTools:
     def diff_text(self, environment_id: str) -> str:
         """Return the environment's diff against its base (records nothing)."""
         env = self.environments.lookup(environment_id)
-        with self.environments.lock(env):
+        with self.environments.lock(env.owner):
             text, _ = self._diff(env, 0)
         return text
 
