@@ -103,9 +103,9 @@ def _session(project: Path, db: str, worktrees: Path) -> _Session:
 
 
 def test_two_agents_work_propose_and_a_human_settles(
-    project: Path, tmp_path: Path
+    project: Path, tmp_path: Path, trace_url: str
 ) -> None:
-    db = str(tmp_path / "trace.sqlite")
+    db = trace_url
     worktrees = tmp_path / "worktrees"
     outcome = _session(project, db, worktrees)
     alice, bob = outcome.alice, outcome.bob
