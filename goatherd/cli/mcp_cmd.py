@@ -26,10 +26,10 @@ from typing import Any
 
 __all__ = [
     "cmd_mcp",
-    "register",
-    "repository_top",
     "default_trace",
     "default_worktrees",
+    "register",
+    "repository_top",
 ]
 
 _DB_ENV = "GOATHERD_DB"
