@@ -7,6 +7,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from goatherd.integrations.mcp import ToolInputError
 from goatherd.integrations.mcp.files import (
@@ -202,3 +204,34 @@ def test_listing_leaves_git_out_and_stops_at_its_cap(tree: Path) -> None:
         files.list_entries("nope", recursive=False)
     with pytest.raises(ToolInputError, match="not a directory"):
         files.list_entries("src/a.py", recursive=False)
+
+
+_SEGMENTS = st.sampled_from(
+    ["src", "..", ".", "", ".git", "a.py", "new", "link", "/", "\\", "\0", "é", "C:"]
+)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    parts=st.lists(st.one_of(_SEGMENTS, st.text(max_size=6)), min_size=1, max_size=5),
+    content=st.text(max_size=20),
+)
+def test_any_path_writes_inside_the_worktree_or_nowhere(
+    tree: Path, parts: list[str], content: str
+) -> None:
+    if not (tree / "link").is_symlink():
+        (tree / "link").symlink_to(tree.parent)
+    outside = {p: p.read_bytes() for p in tree.parent.iterdir() if p.is_file()}
+    path = "/".join(parts)
+    refusal = ""
+    try:
+        WorkspaceFiles(tree).write_text(path, content)
+    except ToolInputError as error:
+        refusal = str(error)
+    if refusal:
+        assert "\n" not in refusal
+    else:
+        written = os.path.realpath(tree / path)
+        assert written.startswith(os.path.realpath(tree) + os.sep)
+        assert "/.git" not in written.removeprefix(os.path.realpath(tree))
+    assert {p: p.read_bytes() for p in tree.parent.iterdir() if p.is_file()} == outside
