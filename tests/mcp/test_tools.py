@@ -20,10 +20,14 @@ from goatherd.application import Supervisor
 from goatherd.domain import (
     CAPTURE,
     DECLARATION,
+    Intervention,
+    InterventionType,
     LogEntry,
     ParentMovedError,
+    SupervisionRule,
     SupervisorIntervened,
     decode_fact,
+    scope_id_for_owner,
 )
 from goatherd.infrastructure import open_runtime, scope_manager_for
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
@@ -404,3 +408,31 @@ def test_two_servers_share_the_trace_and_settles_fast_forward(
         check=False,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_hosts_own_rules_judge_opens_and_proposals(
+    make_tools: ToolsFactory,
+) -> None:
+    def deny(label: str, reason: str) -> SupervisionRule:
+        return SupervisionRule(
+            f"no_{label}",
+            lambda event: event.kind_label == f"mcp:{label}",
+            lambda event: Intervention(
+                InterventionType.DENY, scope_id_for_owner(event.trace_owner_id), reason
+            ),
+        )
+
+    closed = make_tools(rules=(deny("open_environment", "the repository is frozen"),))
+    reply = closed.open_environment("x")
+    assert reply.is_error
+    assert reply.text.endswith("(rule no_open_environment): the repository is frozen")
+    assert closed.list_environments().data["environments"] == []
+
+    strict = make_tools(rules=(deny("propose", "needs a review first"),))
+    env = _open(strict)
+    proposed = strict.propose(env)
+    assert proposed.is_error
+    assert "(rule no_propose)" in proposed.text
+    assert not strict.environments.manager.outputs_for_scope(
+        f"scope:{_owner(strict, env)}"
+    )

@@ -298,18 +298,37 @@ class WorkspaceTools:
         root = self.environments.root_owner
         args = {"environment_id": env_id, "name": name, "client": who}
         call = self._recorder.declare(root, "open_environment", args)
+        stopped, guidance = self._root_gate(call)
+        if stopped is not None:
+            return stopped
         try:
             env = self.environments.create(env_id)
-        except GoatherdError as error:
-            self._recorder.capture(
-                root, call.record_id, call.tool, {"success": False, "error": str(error)}
-            )
-            return ToolReply(f"could not open an environment: {error}", {}, True)
+        except (GoatherdError, OSError) as error:
+            message = f"could not open an environment: {error}"
+            outcome = {"success": False, "error": message}
+            self._recorder.capture(root, call.record_id, call.tool, outcome)
+            return ToolReply(message, {"error": message}, True, guidance)
         done = self._opened(env, resumed=False)
         self._recorder.capture(
             env.owner, call.record_id, call.tool, {"success": True, **done.record}
         )
-        return ToolReply(done.text, done.data)
+        return ToolReply(done.text, done.data, False, guidance)
+
+    def _root_gate(
+        self, call: RecordedCall
+    ) -> tuple[ToolReply | None, tuple[str, ...]]:
+        """Judge a call on the root path: a stopping verdict ends it there."""
+        verdict, rule = self._gate(call)
+        if verdict is None:
+            return None, ()
+        if verdict.type not in _STOPPING:
+            return None, (str(verdict.payload),)
+        reason = str(verdict.payload or f"supervisor {verdict.type.value}")
+        denied = {"rule": rule, "type": verdict.type.value, "reason": reason}
+        outcome = {"success": False, "denied": denied}
+        self._recorder.capture(call.trace_owner_id, call.record_id, call.tool, outcome)
+        text = f"the supervisor denied this call (rule {rule}): {reason}"
+        return ToolReply(text, {"denied": denied}, True), ()
 
     def _finish_recovered_open(self, env: Environment, call_id: str) -> None:
         outcome = {
@@ -342,11 +361,14 @@ class WorkspaceTools:
         """
         root = self.environments.root_owner
         call = self._recorder.declare(root, "list_environments", {})
+        stopped, guidance = self._root_gate(call)
+        if stopped is not None:
+            return stopped
         infos = [info.as_dict() for info in self.environments.infos()]
         self._recorder.capture(
             root, call.record_id, call.tool, {"success": True, "count": len(infos)}
         )
-        return ToolReply(_listing(infos), {"environments": infos})
+        return ToolReply(_listing(infos), {"environments": infos}, False, guidance)
 
     # ------------------------------------------------------------ run
 
