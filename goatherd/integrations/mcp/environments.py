@@ -35,6 +35,7 @@ from goatherd.domain import (
     GoatherdError,
     GuidanceInjected,
     LogEntry,
+    Record,
     ScopeAggregate,
     ScopeExistsError,
     ScopeHalted,
@@ -367,7 +368,9 @@ class Environments:
         record = self._runtime.store.read_fact(
             TRUSTED_READ_CONTEXT, scope.terminal_record
         )
-        return isinstance(decode_fact(record).event, ScopeHalted)  # type: ignore[arg-type]
+        if not isinstance(record, Record):
+            return False  # a hidden payload cannot be read: not known as a halt
+        return isinstance(decode_fact(record).event, ScopeHalted)
 
     def _settled_note(self, scope: ScopeAggregate) -> str:
         settled = [

@@ -39,6 +39,7 @@ from goatherd.domain import (
     GoatherdError,
     Intervention,
     InterventionType,
+    SupervisedEvent,
     SupervisionRule,
 )
 from goatherd.infrastructure import Runtime
@@ -114,8 +115,8 @@ class _Fired(threading.local):
 def _named(rule: SupervisionRule, fired: _Fired) -> SupervisionRule:
     """Wrap ``rule`` so the gate's caller learns which rule intervened."""
 
-    def action(event: object) -> Intervention | None:
-        verdict = rule.action(event)  # type: ignore[arg-type]
+    def action(event: SupervisedEvent) -> Intervention | None:
+        verdict = rule.action(event)
         if verdict is not None:
             fired.rule = rule.name
         return verdict
