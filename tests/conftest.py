@@ -14,4 +14,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("deep", max_examples=1000, deadline=None)
+# Mutation testing (python3 tasks.py mutate) runs each test many times in one
+# process, once per mutant: fewer examples, no example database.
+settings.register_profile(
+    "mutate",
+    max_examples=25,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -8,6 +8,7 @@ from goatherd.application import best_of_n as best_of_n_module
 from goatherd.application import (
     decisions,
     errors,
+    executions,
     failures,
     intervention_key,
     manager,
@@ -27,6 +28,7 @@ from goatherd.application.best_of_n import *
 from goatherd.application.commands import RuntimeContext
 from goatherd.application.decisions import *
 from goatherd.application.errors import *
+from goatherd.application.executions import *
 from goatherd.application.failures import *
 from goatherd.application.intervention_key import *
 from goatherd.application.manager import *
@@ -46,6 +48,7 @@ __all__: list[str] = ["RuntimeContext"]
 __all__ += best_of_n_module.__all__
 __all__ += decisions.__all__
 __all__ += errors.__all__
+__all__ += executions.__all__
 __all__ += failures.__all__
 __all__ += intervention_key.__all__
 __all__ += materialize_module.__all__

@@ -37,7 +37,7 @@ from goatherd.domain import (
     ScopeHalted,
     ScopeMerged,
     decode_fact,
-    runtime_schemas,
+    runtime_fold_schemas,
     workspace_owner_of,
 )
 
@@ -82,7 +82,7 @@ class RuntimeModel:
         self._page = max(page, 1)
         self._catalog = MemoryCatalog()
         self._fold = RuntimeFold(self._catalog)
-        self._schemas = runtime_schemas()
+        self._schemas = runtime_fold_schemas()
         self._position = -1
         self._last_on_path: dict[str, int] = {}
         self._known_heads: dict[str, int] = {}

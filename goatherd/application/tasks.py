@@ -1,10 +1,14 @@
 """The task runtime: runs with identities, lifecycles and a tree of children.
 
 A run with id ``R`` owns an execution whose owner path is
-``E = execution_id_for(R + ":create")``; the execution is an aggregate folded
-from that path (:func:`~goatherd.projections.project_execution`). Every id and
-intent is derived exactly as the reference derives them (runtime-spec 12.2,
-pinned by ``execution_vectors_v0.json``):
+``E = execution_id_for(R + ":create")``. Every record the runtime writes on
+``E`` is a decision of :class:`~goatherd.domain.ExecutionAggregate`, folded
+from that path, appended under the path's head
+(:class:`~goatherd.application.ExecutionPath`): of several processes running
+one run id, exactly one terminal record commits, nothing is published after
+it, and the others get ``ExecutionTerminalError``. Every id and intent is
+derived exactly as the reference derives them (pinned by
+``execution_vectors_v0.json``):
 
 * intents ``R:create``, ``R:complete``, ``R:fail``, ``R:publish:<n>``; the
   terminal frontier ``frontier:R:terminal`` (published under its default
@@ -14,8 +18,10 @@ pinned by ``execution_vectors_v0.json``):
   (one counter shared by both).
 
 A run is idempotent by its terminal frontier: once it exists, starting the run
-again returns the handle without appending or running the body. Before that,
-a restart replays the committed intents (the store returns their stored
+again returns the handle without appending or running the body. A run whose
+terminal record committed but whose frontier did not (a crash between the two)
+gets its frontier on the next start, without running the body. Before that, a
+restart replays the committed intents (the store returns their stored
 receipts) and runs the body again (at-least-once).
 
 A body that raises (or a task ref nobody registered) is recorded as a failed
@@ -28,27 +34,32 @@ import inspect
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Protocol, TypeAlias
+from typing import Final, TypeAlias
 
-from returns.result import Failure, Result, Success
+from returns.result import Result, safe
 
+from goatherd.application.executions import ExecutionPath, execution_batch
 from goatherd.domain import (
-    CAPTURE,
     MAX_OWNER_ORDINAL,
-    PUBLISHED_FACT_KIND_LABEL,
-    PUBLISHED_FACT_SCHEMA_REF,
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
-    AppendBatch,
-    AppendGroup,
     AppendIntentConflictError,
+    AppendReceipt,
     CanonicalEncodingError,
     Cut,
+    ExecutionAggregate,
+    ExecutionExistsError,
+    ExecutionRelation,
+    ExecutionRelationCreated,
+    ExecutionRuleError,
     GoatherdError,
+    InconsistentTraceError,
+    OrdinalConflictError,
     Record,
-    RecordDraft,
+    RecordDecodeError,
+    RuntimeEvent,
     UnknownFrontierError,
     check_canonical,
     execution_id_for,
@@ -58,13 +69,6 @@ from goatherd.domain.store import TraceStore
 from goatherd.projections import (
     EffectiveHistory,
     Execution,
-    ExecutionRelation,
-    RelationKind,
-    complete_execution_batch,
-    create_execution_batch,
-    create_execution_relation_batch,
-    execution_relation_from_fact,
-    fail_execution_batch,
     project_effective_history_from_store,
     project_execution,
     project_execution_from_store,
@@ -76,6 +80,7 @@ __all__ = [
     "Registry",
     "Run",
     "RunTerminalError",
+    "TASK_START_FAILURES",
     "TaskBody",
     "TaskControl",
     "TaskControlError",
@@ -131,9 +136,36 @@ TaskBody: TypeAlias = Callable[..., object]
 takes no parameters); returns a mapping of outputs, ``None``, a pydantic-style
 model (``model_dump``) or any value (recorded as ``{"result": value}``)."""
 
-TaskStartFailure: TypeAlias = AppendIntentConflictError | CanonicalEncodingError
-"""Why a run could not start: its run id was used with other content, or its
-inputs are not plain JSON. Nothing was appended."""
+TaskStartFailure: TypeAlias = (
+    AppendIntentConflictError
+    | CanonicalEncodingError
+    | ExecutionRuleError
+    | InconsistentTraceError
+    | OrdinalConflictError
+    | RecordDecodeError
+)
+"""Why a run could not start or could not record its end.
+
+- ``AppendIntentConflictError``, ``CanonicalEncodingError``: the run id was
+  used with other content, or the inputs are not plain JSON (nothing appended);
+- ``ExecutionTerminalError`` (an ``ExecutionRuleError``): another process ended
+  the run first (the body ran, its end was not recorded); other
+  ``ExecutionRuleError`` s: the run's path breaks an execution rule;
+- ``InconsistentTraceError``, ``RecordDecodeError``: the run's path contradicts
+  itself or holds a record that does not decode;
+- ``OrdinalConflictError``: other writers kept moving the run's path through
+  every retry (retryable).
+"""
+
+TASK_START_FAILURES: Final[tuple[type[TaskStartFailure], ...]] = (
+    AppendIntentConflictError,
+    CanonicalEncodingError,
+    ExecutionRuleError,
+    InconsistentTraceError,
+    OrdinalConflictError,
+    RecordDecodeError,
+)
+"""What :func:`start_task_sync` and :func:`start_task` catch into a ``Failure``."""
 
 
 def new_run_id() -> str:
@@ -299,7 +331,10 @@ class TaskControl:
     """What a running body may do: publish facts and manage child executions.
 
     Every record it appends cites the control's causal tail, which then moves
-    to the new record. Usable only while the body runs.
+    to the new record. Each is a decision of the run's execution aggregate,
+    appended under its path's head: once another process ended the run, a
+    publish, spawn, adopt or abandon raises ``ExecutionTerminalError``.
+    Usable only while the body runs.
     """
 
     def __init__(
@@ -307,14 +342,14 @@ class TaskControl:
         store: TraceStore,
         registry: Registry,
         run_id: str,
-        execution_id: str,
+        path: ExecutionPath,
         causal_tail: str,
     ) -> None:
-        """Bind the control to the run's execution, starting at ``causal_tail``."""
+        """Bind the control to the run's execution path, starting at ``causal_tail``."""
         self._store = store
         self._registry = registry
         self._run_id = run_id
-        self._execution_id = execution_id
+        self._path = path
         self._tail = causal_tail
         self._publish_count = 0
         self._child_count = 0
@@ -325,7 +360,7 @@ class TaskControl:
     @property
     def execution_id(self) -> str:
         """The execution this control appends for."""
-        return self._execution_id
+        return self._path.execution_id
 
     @property
     def run_id(self) -> str:
@@ -337,6 +372,11 @@ class TaskControl:
         """The record the next append will cite."""
         return self._tail
 
+    @property
+    def path(self) -> ExecutionPath:
+        """The run's execution path (its aggregate and guarded appends)."""
+        return self._path
+
     def close(self) -> None:
         """Refuse every later append (the run is about to become terminal)."""
         self._closed = True
@@ -347,29 +387,28 @@ class TaskControl:
                 f"run {self._run_id} is terminal; its control cannot {operation}"
             )
 
-    def _append(self, batch: AppendBatch) -> str:
-        receipt = self._store.append(TRUSTED_APPEND_CONTEXT, batch)
+    def _record(
+        self, intent: str, decide: Callable[[ExecutionAggregate], RuntimeEvent]
+    ) -> tuple[str, RuntimeEvent]:
+        receipt, events = self._path.record(intent, lambda state: (decide(state),))
         self._tail = receipt.fact_ids[-1]
-        return self._tail
+        return self._tail, events[-1]
 
     def publish(self, kind: str, data: Mapping[str, object] | None = None) -> Record:
         """Append a published fact ``{kind, data}`` and return it.
 
         Raises:
             RunTerminalError: the body already returned.
+            ExecutionTerminalError: another process ended the run.
             CanonicalEncodingError: ``data`` is not plain JSON (nothing appended).
         """
         self._check_open("publish")
         self._publish_count += 1
-        draft = RecordDraft(
-            mode=CAPTURE,
-            schema_ref=PUBLISHED_FACT_SCHEMA_REF,
-            payload={"kind": kind, "data": dict(data or {})},
-            kind_label=PUBLISHED_FACT_KIND_LABEL,
+        parents = (self._tail,)
+        record_id, _ = self._record(
+            f"{self._run_id}:publish:{self._publish_count}",
+            lambda state: state.publish(kind, dict(data or {}), parents),
         )
-        group = AppendGroup(self._execution_id, None, (self._tail,), (draft,))
-        intent = f"{self._run_id}:publish:{self._publish_count}"
-        record_id = self._append(AppendBatch(intent, (group,)))
         record = self._store.read_fact(TRUSTED_READ_CONTEXT, record_id)
         assert isinstance(record, Record)  # a trusted payload read never hides
         return record
@@ -390,6 +429,8 @@ class TaskControl:
 
         Raises:
             RunTerminalError: the body already returned (nothing appended).
+            ExecutionTerminalError: another process ended the run.
+            The child's own start failures (``TaskStartFailure`` members).
         """
         self._check_open("spawn")
         self._child_count += 1
@@ -397,13 +438,12 @@ class TaskControl:
         child_exec = execution_id_for(f"{child_run}:create")
         child_frontier = frontier_id_for_run(child_run)
         intent = f"{child_run}:relation:spawned"
+        parents = (self._tail,)
         relation = self._relate(
             intent,
-            relation_id_for(intent),
-            RelationKind.SPAWNED,
-            child_exec,
-            child_frontier,
-            (self._tail,),
+            lambda state: state.spawn(
+                relation_id_for(intent), child_exec, child_frontier, parents
+            ),
         )
         _run_to_end(
             self._store,
@@ -412,12 +452,13 @@ class TaskControl:
                 task_ref=task_ref,
                 run_id=child_run,
                 inputs=dict(inputs or {}),
-                parent_execution_id=self._execution_id,
+                parent_execution_id=self.execution_id,
                 create_caused_by=(relation.created_fact_id,),
-                frontier_publisher=self._execution_id,
+                frontier_publisher=self.execution_id,
                 frontier_caused_by=(relation.created_fact_id,),
             ),
         )
+        self._path.forget()  # the child's frontier landed on this path
         self._known[child_exec] = child_frontier
         self._tail = _cutoff_tail(self._store.read_owner_cutoff(child_frontier))
         return ChildHandle(
@@ -439,6 +480,8 @@ class TaskControl:
             TaskControlError: the frontier is unknown or targets another
                 execution (checked before anything is appended).
             RunTerminalError: the body already returned.
+            ExecutionTerminalError: another process ended the run.
+            RelationExistsError: ``relation_id`` is in use on this execution.
         """
         self._check_open("adopt")
         cut = _read_cutoff(self._store, frontier_id)
@@ -453,13 +496,11 @@ class TaskControl:
             )
         self._relation_count += 1
         intent = f"{self._run_id}:relation:adopted:{self._relation_count}"
+        chosen = relation_id or relation_id_for(intent)
+        parents = (self._tail,)
         relation = self._relate(
             intent,
-            relation_id or relation_id_for(intent),
-            RelationKind.ADOPTED,
-            execution_id,
-            frontier_id,
-            (self._tail,),
+            lambda state: state.adopt(chosen, execution_id, frontier_id, parents),
         )
         self._known[execution_id] = frontier_id
         return ChildHandle(
@@ -474,6 +515,9 @@ class TaskControl:
         Raises:
             TaskControlError: the child has no terminal cutoff (nothing appended).
             RunTerminalError: the body already returned.
+            ExecutionTerminalError: another process ended the run.
+            RelationNotActiveError: the handle's relation is not an active
+                child of this execution (never related, or abandoned already).
         """
         self._check_open("abandon")
         cut = _read_cutoff(self._store, handle.frontier_id)
@@ -488,11 +532,12 @@ class TaskControl:
             parents.append(_cutoff_tail(cut))
         return self._relate(
             intent,
-            handle.relation_id,
-            RelationKind.ABANDONED,
-            handle.execution_id,
-            handle.frontier_id,
-            tuple(parents),
+            lambda state: state.abandon(
+                handle.relation_id,
+                handle.execution_id,
+                handle.frontier_id,
+                tuple(parents),
+            ),
         )
 
     def read_execution(self, execution_id: str) -> Execution:
@@ -513,25 +558,11 @@ class TaskControl:
     def _relate(
         self,
         intent: str,
-        relation_id: str,
-        kind: RelationKind,
-        child_execution_id: str,
-        child_frontier_id: str,
-        caused_by: Sequence[str],
+        decide: Callable[[ExecutionAggregate], ExecutionRelationCreated],
     ) -> ExecutionRelation:
-        batch = create_execution_relation_batch(
-            append_intent_id=intent,
-            relation_id=relation_id,
-            relation_kind=kind,
-            parent_execution_id=self._execution_id,
-            child_execution_id=child_execution_id,
-            child_frontier_id=child_frontier_id,
-            caused_by=caused_by,
-        )
-        record_id = self._append(batch)
-        record = self._store.read_fact(TRUSTED_READ_CONTEXT, record_id)
-        assert isinstance(record, Record)  # a trusted payload read never hides
-        return execution_relation_from_fact(record)
+        record_id, event = self._record(intent, decide)
+        assert isinstance(event, ExecutionRelationCreated)
+        return ExecutionRelation.of(event, record_id)
 
 
 # ------------------------------------------------------------------ running
@@ -555,28 +586,44 @@ class _RunSpec:
     def frontier_id(self) -> str:
         return frontier_id_for_run(self.run_id)
 
-
-class _Invocation(Protocol):
-    def __call__(self, control: TaskControl) -> None: ...
+    def opening(self, state: ExecutionAggregate) -> tuple[RuntimeEvent, ...]:
+        """Decide the create batch: ``created`` then ``started``."""
+        parents = self.create_caused_by
+        created = state.create(
+            self.task_ref, self.inputs, self.parent_execution_id, parents
+        )
+        return created, state.after(created).start(parents)
 
 
 def _begin(store: TraceStore, registry: Registry, spec: _RunSpec) -> TaskControl | None:
-    """Append the create batch; return the control, or None if already terminal."""
+    """Open the run; return its control, or None if it is already terminal."""
     if _read_cutoff(store, spec.frontier_id) is not None:
         return None
     check_canonical(dict(spec.inputs), root="inputs")
-    batch = create_execution_batch(
-        append_intent_id=f"{spec.run_id}:create",
-        execution_id=spec.execution_id,
-        task_ref=spec.task_ref,
-        inputs=spec.inputs,
-        parent_execution_id=spec.parent_execution_id,
-        caused_by=spec.create_caused_by,
-    )
-    receipt = store.append(TRUSTED_APPEND_CONTEXT, batch)
-    return TaskControl(
-        store, registry, spec.run_id, spec.execution_id, receipt.fact_ids[-1]
-    )
+    path = ExecutionPath(store, spec.execution_id)
+    receipt = _open(store, path, spec)
+    state = path.state()
+    if state.terminal_record is not None:
+        # It ended but its frontier was not published (a crash between the
+        # two appends): publish it now; the body does not run again.
+        _publish_frontier(store, spec, state.terminal_record)
+        return None
+    return TaskControl(store, registry, spec.run_id, path, receipt.fact_ids[-1])
+
+
+def _open(store: TraceStore, path: ExecutionPath, spec: _RunSpec) -> AppendReceipt:
+    intent = f"{spec.run_id}:create"
+    try:
+        receipt, _ = path.record(intent, spec.opening)
+    except ExecutionExistsError:
+        if store.read_append_intent(intent) is None:
+            raise  # created by another writer's intent: nothing to replay
+        # Created by this run id with other content: the store refuses the
+        # batch as AppendIntentConflictError (the run id was reused).
+        bare = ExecutionAggregate(path.execution_id)
+        batch = execution_batch(intent, spec.execution_id, spec.opening(bare))
+        return store.append(TRUSTED_APPEND_CONTEXT, batch)
+    return receipt
 
 
 def _finish(
@@ -585,22 +632,19 @@ def _finish(
     """Run the body inside the failure boundary, record its end, publish the cut."""
     outputs, error = _call_body(registry, spec.task_ref, control)
     control.close()
-    intent = spec.run_id
-    if error is None:
-        batch = complete_execution_batch(
-            append_intent_id=f"{intent}:complete",
-            execution_id=spec.execution_id,
-            outputs=outputs,
-            caused_by=(control.causal_tail,),
-        )
-    else:
-        batch = fail_execution_batch(
-            append_intent_id=f"{intent}:fail",
-            execution_id=spec.execution_id,
-            error=error,
-            caused_by=(control.causal_tail,),
-        )
-    terminal = store.append(TRUSTED_APPEND_CONTEXT, batch).fact_ids[-1]
+    parents = (control.causal_tail,)
+
+    def end(state: ExecutionAggregate) -> tuple[RuntimeEvent, ...]:
+        if error is None:
+            return (state.complete(outputs, parents),)
+        return (state.fail(error, parents),)
+
+    verb = "complete" if error is None else "fail"
+    receipt, _ = control.path.record(f"{spec.run_id}:{verb}", end)
+    _publish_frontier(store, spec, receipt.fact_ids[-1])
+
+
+def _publish_frontier(store: TraceStore, spec: _RunSpec, terminal: str) -> None:
     publish_execution_frontier(
         store,
         TRUSTED_APPEND_CONTEXT,
@@ -677,18 +721,26 @@ def start_task_sync(
     without appending or running the body again.
 
     Returns:
-        ``Success(run)`` (a failed body is a ``failed`` execution), or
-        ``Failure`` when the run id was used with other content or the inputs
-        are not plain JSON; nothing was appended then.
+        ``Success(run)`` (a failed body is a ``failed`` execution), or a
+        ``Failure`` of :data:`TaskStartFailure`: the run id was used with other
+        content or the inputs are not plain JSON (nothing was appended), or
+        another process ended the run first (``ExecutionTerminalError``).
     """
     spec = _spec(task_ref, run_id, inputs)
-    try:
-        control = _begin(store, registry, spec)
-    except (AppendIntentConflictError, CanonicalEncodingError) as error:
-        return Failure(error)
-    if control is not None:
-        _finish(store, registry, spec, control)
-    return Success(_handle(store, spec, None))
+    return _run_sync(store, registry, spec)
+
+
+@safe(exceptions=TASK_START_FAILURES)
+def _run_sync(store: TraceStore, registry: Registry, spec: _RunSpec) -> Run:
+    _run_to_end(store, registry, spec)
+    return _handle(store, spec, None)
+
+
+@safe(exceptions=TASK_START_FAILURES)
+def _safe_begin(
+    store: TraceStore, registry: Registry, spec: _RunSpec
+) -> TaskControl | None:
+    return _begin(store, registry, spec)
 
 
 def start_task(
@@ -702,18 +754,23 @@ def start_task(
 
     The create records are appended before this returns (``snapshot`` shows a
     running execution); the body runs in a background thread and ``wait``
-    blocks until the run is terminal.
+    blocks until the run is terminal. If another process ends the run first,
+    ``wait`` raises ``TaskRunError`` caused by ``ExecutionTerminalError``.
 
     Returns:
-        As :func:`start_task_sync`.
+        As :func:`start_task_sync` for the opening append.
     """
     spec = _spec(task_ref, run_id, inputs)
-    try:
-        control = _begin(store, registry, spec)
-    except (AppendIntentConflictError, CanonicalEncodingError) as error:
-        return Failure(error)
+    return _safe_begin(store, registry, spec).map(
+        lambda control: _launch(store, registry, spec, control)
+    )
+
+
+def _launch(
+    store: TraceStore, registry: Registry, spec: _RunSpec, control: TaskControl | None
+) -> Run:
     if control is None:
-        return Success(_handle(store, spec, None))
+        return _handle(store, spec, None)
     completion = _Completion()
 
     def runner() -> None:
@@ -725,4 +782,4 @@ def start_task(
             completion.done.set()
 
     threading.Thread(target=runner, name=f"task {spec.run_id}", daemon=True).start()
-    return Success(_handle(store, spec, completion))
+    return _handle(store, spec, completion)

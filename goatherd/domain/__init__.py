@@ -14,6 +14,7 @@ from goatherd.domain import (
     effects,
     errors,
     events,
+    execution,
     identity,
     log,
     materialization,
@@ -34,6 +35,7 @@ from goatherd.domain.contexts import *
 from goatherd.domain.effects import *
 from goatherd.domain.errors import *
 from goatherd.domain.events import *
+from goatherd.domain.execution import *
 from goatherd.domain.identity import *
 from goatherd.domain.log import *
 from goatherd.domain.materialization import *
@@ -55,6 +57,7 @@ __all__ += contexts.__all__
 __all__ += effects.__all__
 __all__ += errors.__all__
 __all__ += events.__all__
+__all__ += execution.__all__
 __all__ += identity.__all__
 __all__ += log.__all__
 __all__ += materialization.__all__

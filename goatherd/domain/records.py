@@ -42,8 +42,6 @@ __all__ = [
     "ModeFilter",
     "OwnerCutoff",
     "OwnerCutoffSpec",
-    "PUBLISHED_FACT_KIND_LABEL",
-    "PUBLISHED_FACT_SCHEMA_REF",
     "Payload",
     "Record",
     "RecordBody",
@@ -115,8 +113,6 @@ DEFAULT_SUBSTRATE_REF: Final = "sqlite.local.v1"
 DEFAULT_CONTAINMENT: Final = "contained"
 FRONTIER_SCHEMA_REF: Final = "shepherd2.frontier.owner_cutoff.v1"
 FRONTIER_KIND_LABEL: Final = "frontier_published"
-PUBLISHED_FACT_SCHEMA_REF: Final = "shepherd2.runtime.published_fact.v1"
-PUBLISHED_FACT_KIND_LABEL: Final = "fact_published"
 
 
 # --------------------------------------------------------------------- drafts

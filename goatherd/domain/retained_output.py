@@ -37,6 +37,7 @@ __all__ = [
     "RetainedOutputAggregate",
     "output_id_for",
     "owner_of_output",
+    "same_attempt",
 ]
 
 OUTPUT_PREFIX: Final = "out:"
@@ -46,6 +47,21 @@ _NO_STATE: Final = WorkspaceState(backend="")
 def output_id_for(owner: str, seq: int) -> str:
     """Return the output id ``out:<owner>:<seq>``."""
     return f"{OUTPUT_PREFIX}{owner}:{seq}"
+
+
+def same_attempt(settle_intent: str, other: str) -> bool:
+    """Whether two settle intents are one attempt (same owner and ``seq``).
+
+    ``<owner>:settle:<action>:<seq>`` names the attempt by owner and seq; the
+    verb may differ (a claimant whose select landed may end with a release).
+    """
+    return _attempt_key(settle_intent) == _attempt_key(other) != ""
+
+
+def _attempt_key(settle_intent: str) -> str:
+    head, _, rest = settle_intent.rpartition(":settle:")
+    _, _, seq = rest.rpartition(":")
+    return f"{head}:{seq}" if head and seq else ""
 
 
 def owner_of_output(output_id: str) -> str:
@@ -221,15 +237,19 @@ class RetainedOutputAggregate:
     ) -> OutputSettled:
         """Decide to record the settlement (consume-once).
 
-        A select/apply must hold the claim (``settle_intent``); release and
-        discard end the output whoever claimed it.
+        A select/apply must hold the claim (``settle_intent``). A claimed
+        output is ended (released or discarded) only by the attempt that
+        claimed it (the same owner and ``seq``, any verb): a claimant may be
+        landing its effect right now, and the output must not end under it.
 
         Raises:
             the errors of :meth:`check_settleable`;
-            OutputClaimedError: a select/apply without this output's claim.
+            OutputClaimedError: the output is claimed by another attempt.
         """
         if action in (SettlementAction.SELECT, SettlementAction.APPLY):
             self.check_claimable(settle_intent)
+        elif self.claimed_by and not same_attempt(self.claimed_by, settle_intent):
+            raise OutputClaimedError(self.output_id, self.claimed_by)
         self.check_settleable()
         return OutputSettled(
             caused_by=(self.sealed_record,),

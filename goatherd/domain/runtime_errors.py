@@ -242,17 +242,22 @@ class SettleEffectLandedError(RuntimeRuleError):
 
 
 class OutputClaimedError(OutputConsumedError):
-    """Another settle (another intent) claimed the output for its workspace effect.
+    """Another settle attempt claimed the output for its workspace effect.
 
-    A claim is a record on the output's path appended before a select/apply
-    effect; only the claiming intent may finish that settle (a retry under it
-    does). ``released`` and ``discarded`` still end a claimed output (8.4).
+    A claim is a record appended before a select/apply effect; only the
+    claiming attempt (its owner and ``seq``) may finish the settle, or end the
+    output with ``released``/``discarded``: a retry under its ``seq`` does.
     """
 
     def __init__(self, output_id: str, claimed_by: str) -> None:
         """Name the output and the claiming intent."""
         self.claimed_by = claimed_by
-        super().__init__(output_id, f"claimed by settle intent {claimed_by}")
+        seq = claimed_by.rpartition(":")[2]
+        super().__init__(
+            output_id,
+            f"claimed by settle intent {claimed_by} (only a settle with seq={seq}"
+            " may finish or end it)",
+        )
 
 
 class CheckpointClaimedError(CheckpointNotRestorableError):

@@ -24,7 +24,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import singledispatchmethod
 from typing import Protocol
@@ -50,12 +50,19 @@ from goatherd.domain.events import (
     ScopePruned,
     WorkspaceApplied,
     WorkspaceCaptured,
+    schemas_of,
 )
 from goatherd.domain.retained_output import RetainedOutputAggregate
 from goatherd.domain.scope import ScopeAggregate, ScopeState
 from goatherd.domain.settlement import SettlementAction
 
-__all__ = ["Catalog", "MemoryCatalog", "RuntimeFold", "workspace_owner_of"]
+__all__ = [
+    "Catalog",
+    "MemoryCatalog",
+    "RuntimeFold",
+    "runtime_fold_schemas",
+    "workspace_owner_of",
+]
 
 _EFFECTS = (SettlementAction.SELECT, SettlementAction.APPLY)
 
@@ -327,3 +334,16 @@ class RuntimeFold:
         elif out.claim_parent:
             ws = self._workspace(out.claim_parent)
             self.catalog.put_scope(ws.without_workspace_claim(out.output_id))
+
+
+def runtime_fold_schemas() -> frozenset[str]:
+    """Return the schema refs :class:`RuntimeFold` folds (current and retired).
+
+    Readers of the log that feed the fold filter on these: other runtime
+    records (executions, interventions, run outcomes) change no scope,
+    checkpoint or output, and need not even be decoded.
+    """
+    method = RuntimeFold.__dict__["_on"]  # the singledispatchmethod itself
+    registry: Mapping[type, object] = method.dispatcher.registry
+    handled = [cls for cls in registry if cls not in (RuntimeEvent, object)]
+    return schemas_of(handled)

@@ -1,10 +1,17 @@
-"""The execution lifecycle: schema builders and the pure fold (kernel-spec section 9).
+"""The execution lifecycle: draft builders and the kernel's pure fold.
 
 An execution is an owner path (its id) holding ``created`` (declaration), then
 ``started``, then one or more terminal records (``completed``/``failed``).
 :func:`project_execution` folds that path into an :class:`Execution`; the fold
 is incremental (:func:`fold_execution_record`) so a view kept current record
-by record equals one rebuilt from scratch.
+by record equals one rebuilt from scratch. Records are decoded into the typed
+events of ``goatherd.domain.events`` (strictly: a lifecycle record that does
+not decode raises ``RecordDecodeError`` naming it) and the fold dispatches on
+the event class. It keeps the kernel's tolerant values: records naming another
+execution are skipped, a later ``created`` resets the status, the last
+terminal record wins. The task runtime decides on
+:class:`~goatherd.domain.ExecutionAggregate`, which folds to the same values
+and also refuses to act on such contradictions.
 
 The draft and batch builders are pure; :func:`publish_execution_frontier` is
 the one function here that talks to a store, through the structural
@@ -15,30 +22,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from functools import reduce
+from functools import reduce, singledispatch
 from typing import Final, Protocol
 
 from goatherd.domain.contexts import AppendContext, OperationContext, ReadContext
+from goatherd.domain.events import (
+    ExecutionCompleted,
+    ExecutionCreated,
+    ExecutionFailed,
+    ExecutionStarted,
+    RuntimeEvent,
+    decode_fact,
+)
+from goatherd.domain.execution import ExecutionStatus
 from goatherd.domain.records import (
     AppendBatch,
     AppendGroup,
     Cut,
     CutSpec,
-    Payload,
     Record,
     RecordDraft,
-    RecordMode,
     TraceSlice,
     VisibleRecord,
 )
 from goatherd.projections.errors import PayloadHiddenError, ProjectionInputError
 from goatherd.projections.schema_library import (
     EXECUTION_PROJECTION,
-    SCHEMA_EXECUTION_COMPLETED,
-    SCHEMA_EXECUTION_CREATED,
-    SCHEMA_EXECUTION_FAILED,
-    SCHEMA_EXECUTION_STARTED,
     ensure_projection_compatible,
 )
 
@@ -63,16 +72,7 @@ __all__ = [
 ]
 
 EXECUTION_SCHEMA_READ_CONTEXT: Final = ReadContext(actor_ref="execution:schema")
-_TERMINAL_SCHEMAS: Final = (SCHEMA_EXECUTION_COMPLETED, SCHEMA_EXECUTION_FAILED)
-
-
-class ExecutionStatus(StrEnum):
-    """The projected lifecycle state of an execution."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
+_TERMINAL_SCHEMAS: Final = (ExecutionCompleted.SCHEMA, ExecutionFailed.SCHEMA)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,49 +113,29 @@ def execution_created(
     parent_execution_id: str | None = None,
 ) -> RecordDraft:
     """Build the ``created`` declaration (an absent parent is JSON null)."""
-    return RecordDraft(
-        mode=RecordMode.DECLARATION,
-        schema_ref=SCHEMA_EXECUTION_CREATED,
-        kind_label="execution_created",
-        payload={
-            "execution_id": execution_id,
-            "task_ref": task_ref,
-            "inputs": dict(inputs),
-            "parent_execution_id": parent_execution_id,
-        },
-    )
+    return ExecutionCreated(
+        execution_id=execution_id,
+        task_ref=task_ref,
+        inputs=dict(inputs),
+        parent_execution_id=parent_execution_id,
+    ).draft()
 
 
 def execution_started(execution_id: str) -> RecordDraft:
     """Build the ``started`` capture."""
-    return RecordDraft(
-        mode=RecordMode.CAPTURE,
-        schema_ref=SCHEMA_EXECUTION_STARTED,
-        kind_label="execution_started",
-        payload={"execution_id": execution_id},
-    )
+    return ExecutionStarted(execution_id=execution_id).draft()
 
 
 def execution_completed(
     execution_id: str, outputs: Mapping[str, object]
 ) -> RecordDraft:
     """Build the terminal-success capture."""
-    return RecordDraft(
-        mode=RecordMode.CAPTURE,
-        schema_ref=SCHEMA_EXECUTION_COMPLETED,
-        kind_label="execution_completed",
-        payload={"execution_id": execution_id, "outputs": dict(outputs)},
-    )
+    return ExecutionCompleted(execution_id=execution_id, outputs=dict(outputs)).draft()
 
 
 def execution_failed(execution_id: str, error: str) -> RecordDraft:
     """Build the terminal-failure capture."""
-    return RecordDraft(
-        mode=RecordMode.CAPTURE,
-        schema_ref=SCHEMA_EXECUTION_FAILED,
-        kind_label="execution_failed",
-        payload={"execution_id": execution_id, "error": error},
-    )
+    return ExecutionFailed(execution_id=execution_id, error=error).draft()
 
 
 def _one_group_batch(
@@ -232,59 +212,77 @@ def require_record(record: VisibleRecord, projection: str) -> Record:
     return record
 
 
-def _dict_copy(value: object) -> dict[str, object]:
-    return dict(value) if isinstance(value, dict) else {}
-
-
-def _fold_created(state: Execution, payload: Payload) -> Execution:
-    parent = payload.get("parent_execution_id")
-    return replace(
-        state,
-        task_ref=str(payload.get("task_ref") or ""),
-        parent_execution_id=None if parent is None else str(parent),
-        inputs=_dict_copy(payload.get("inputs")),
-        status=ExecutionStatus.PENDING,
-    )
-
-
 def fold_execution_record(state: Execution, record: VisibleRecord) -> Execution:
-    """Fold one record of the execution's path into ``state`` (pure, total).
+    """Fold one record of the execution's path into ``state`` (pure).
 
     Records whose payload names another execution, and records of other
     schemas, leave ``state`` unchanged.
 
     Raises:
         PayloadHiddenError: when ``record`` is a shape.
+        RecordDecodeError: a lifecycle record that does not decode.
     """
     fact = require_record(record, "execution projection")
-    payload = fact.payload
-    named = payload.get("execution_id")
-    if named is not None and named != state.execution_id:
-        return state
-    schema = fact.envelope.schema_ref
-    if schema == SCHEMA_EXECUTION_CREATED:
-        return _fold_created(state, payload)
-    if schema == SCHEMA_EXECUTION_STARTED:
-        return replace(
-            state, started_fact_id=fact.record_id, status=ExecutionStatus.RUNNING
-        )
-    if schema == SCHEMA_EXECUTION_COMPLETED:
-        return replace(
-            state,
-            outputs=_dict_copy(payload.get("outputs")),
-            error=None,
-            terminal_fact_id=fact.record_id,
-            status=ExecutionStatus.SUCCEEDED,
-        )
-    if schema == SCHEMA_EXECUTION_FAILED:
-        return replace(
-            state,
-            outputs={},
-            error=str(payload.get("error") or ""),
-            terminal_fact_id=fact.record_id,
-            status=ExecutionStatus.FAILED,
-        )
+    return _fold(decode_fact(fact).event, state, fact.record_id)
+
+
+def _names_other(state: Execution, named: str | None) -> bool:
+    return named is not None and named != state.execution_id
+
+
+@singledispatch
+def _fold(event: RuntimeEvent, state: Execution, record_id: str) -> Execution:
+    del event, record_id
     return state
+
+
+@_fold.register
+def _created(event: ExecutionCreated, state: Execution, record_id: str) -> Execution:
+    del record_id
+    if _names_other(state, event.execution_id):
+        return state
+    return replace(
+        state,
+        task_ref=event.task_ref,
+        parent_execution_id=event.parent_execution_id,
+        inputs=dict(event.inputs),
+        status=ExecutionStatus.PENDING,
+    )
+
+
+@_fold.register
+def _started(event: ExecutionStarted, state: Execution, record_id: str) -> Execution:
+    if _names_other(state, event.execution_id):
+        return state
+    return replace(state, started_fact_id=record_id, status=ExecutionStatus.RUNNING)
+
+
+@_fold.register
+def _completed(
+    event: ExecutionCompleted, state: Execution, record_id: str
+) -> Execution:
+    if _names_other(state, event.execution_id):
+        return state
+    return replace(
+        state,
+        outputs=dict(event.outputs),
+        error=None,
+        terminal_fact_id=record_id,
+        status=ExecutionStatus.SUCCEEDED,
+    )
+
+
+@_fold.register
+def _failed(event: ExecutionFailed, state: Execution, record_id: str) -> Execution:
+    if _names_other(state, event.execution_id):
+        return state
+    return replace(
+        state,
+        outputs={},
+        error=event.error,
+        terminal_fact_id=record_id,
+        status=ExecutionStatus.FAILED,
+    )
 
 
 def synthesize_cutoff(slice_: TraceSlice, target: str) -> Cut:
@@ -314,6 +312,7 @@ def project_execution(
         ProjectionModeError: unless the slice's mode filter is ``both`` and its
             payloads are visible.
         PayloadHiddenError: when the path holds a record shape.
+        RecordDecodeError: a lifecycle record on the path does not decode.
     """
     ensure_projection_compatible(slice_, EXECUTION_PROJECTION)
     folded = reduce(

@@ -1,4 +1,4 @@
-"""Effective history: root execution, active children, published facts (spec 10.2).
+"""Effective history: root execution, active children, published facts.
 
 The root's owner path carries relation events and published facts; children
 are projected from their own (frontier-resolved) slices, matched to relations
@@ -10,18 +10,15 @@ Pure: folds over slices only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from goatherd.domain.records import (
-    PUBLISHED_FACT_SCHEMA_REF,
-    TraceSlice,
-    VisibleRecord,
-)
+from goatherd.domain.events import FactPublished, decode_fact
+from goatherd.domain.execution import active_relations
+from goatherd.domain.records import TraceSlice, VisibleRecord
 from goatherd.projections.execution import Execution, project_execution, require_record
 from goatherd.projections.relations import (
     ExecutionRelation,
-    RelationKind,
     project_execution_relations,
 )
 
@@ -33,8 +30,6 @@ __all__ = [
     "project_effective_history",
     "published_fact_from_record",
 ]
-
-_ACTIVE_KINDS = (RelationKind.SPAWNED, RelationKind.ADOPTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,34 +66,19 @@ class EffectiveHistory:
     published_facts: tuple[PublishedFact, ...] = ()
 
 
-def active_relations(
-    relations: Iterable[ExecutionRelation],
-) -> tuple[ExecutionRelation, ...]:
-    """Return the latest event per relation id, kept if spawned or adopted.
-
-    Relations keep the order of their first appearance.
-    """
-    latest: dict[str, ExecutionRelation] = {}
-    for relation in relations:
-        latest[relation.relation_id] = relation
-    return tuple(r for r in latest.values() if r.relation_kind in _ACTIVE_KINDS)
-
-
 def published_fact_from_record(record: VisibleRecord) -> PublishedFact | None:
     """Return the published fact ``record`` carries, or ``None`` for other schemas.
 
     Raises:
         PayloadHiddenError: when ``record`` is a shape.
+        RecordDecodeError: a published fact (or another execution record)
+            that does not decode.
     """
     fact = require_record(record, "effective history projection")
-    if fact.envelope.schema_ref != PUBLISHED_FACT_SCHEMA_REF:
+    event = decode_fact(fact).event
+    if not isinstance(event, FactPublished):
         return None
-    data = fact.payload.get("data")
-    return PublishedFact(
-        fact_id=fact.record_id,
-        kind=str(fact.payload.get("kind") or ""),
-        data=dict(data) if isinstance(data, dict) else {},
-    )
+    return PublishedFact(fact_id=fact.record_id, kind=event.kind, data=dict(event.data))
 
 
 def _published_facts(slice_: TraceSlice, owner: str) -> tuple[PublishedFact, ...]:

@@ -31,7 +31,7 @@ from goatherd.domain import (
     ScopeAggregate,
     WorkspaceState,
     decode_fact,
-    runtime_schemas,
+    runtime_fold_schemas,
 )
 from goatherd.projections.framework import Projection, View, on
 
@@ -47,7 +47,7 @@ __all__ = [
 
 Aggregate = ScopeAggregate | CheckpointAggregate | RetainedOutputAggregate
 AggT = TypeVar("AggT", ScopeAggregate, CheckpointAggregate, RetainedOutputAggregate)
-_RUNTIME_SCHEMAS: Final = tuple(sorted(runtime_schemas()))
+_RUNTIME_SCHEMAS: Final = tuple(sorted(runtime_fold_schemas()))
 
 
 class RuntimeStateView(Catalog, View, Protocol):

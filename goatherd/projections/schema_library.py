@@ -1,10 +1,12 @@
-"""Projection specs and schema libraries (kernel-spec section 8).
+"""Projection specs and schema libraries.
 
 A :class:`ProjectionSpec` declares what a pure projection needs from a slice:
 its mode filter and whether payloads must be visible.
 :func:`ensure_projection_compatible` enforces both before any fold runs. A
 :class:`SchemaLibrary` groups the schema refs of one ring with the projections
 that read them; the execution and relation libraries of the kernel live here.
+The refs themselves are spelled once, by the event classes in
+``goatherd.domain.events``; the ``SCHEMA_EXECUTION_*`` names are the seed's.
 
 Pure values only: no I/O.
 """
@@ -16,6 +18,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Protocol
 
+from goatherd.domain.events import (
+    ExecutionCompleted,
+    ExecutionCreated,
+    ExecutionFailed,
+    ExecutionRelationCreated,
+    ExecutionStarted,
+)
 from goatherd.domain.records import TraceSlice, VisibilityProfile
 from goatherd.projections.errors import ProjectionModeError
 
@@ -36,11 +45,12 @@ __all__ = [
     "ensure_projection_compatible",
 ]
 
-SCHEMA_EXECUTION_CREATED: Final = "shepherd2.execution.created.v1"
-SCHEMA_EXECUTION_STARTED: Final = "shepherd2.execution.started.v1"
-SCHEMA_EXECUTION_COMPLETED: Final = "shepherd2.execution.completed.v1"
-SCHEMA_EXECUTION_FAILED: Final = "shepherd2.execution.failed.v1"
-SCHEMA_EXECUTION_RELATION: Final = "shepherd2.execution_relation.created.v1"
+# The seed's schema constants, spelled once by the event classes.
+SCHEMA_EXECUTION_CREATED: Final = ExecutionCreated.SCHEMA
+SCHEMA_EXECUTION_STARTED: Final = ExecutionStarted.SCHEMA
+SCHEMA_EXECUTION_COMPLETED: Final = ExecutionCompleted.SCHEMA
+SCHEMA_EXECUTION_FAILED: Final = ExecutionFailed.SCHEMA
+SCHEMA_EXECUTION_RELATION: Final = ExecutionRelationCreated.SCHEMA
 
 
 class ProjectionModeRequirement(StrEnum):

@@ -22,6 +22,12 @@ from hypothesis import strategies as st
 
 from goatherd.domain import (
     CheckpointCreated,
+    ExecutionCompleted,
+    ExecutionCreated,
+    ExecutionFailed,
+    ExecutionRelationCreated,
+    ExecutionStarted,
+    FactPublished,
     OpaqueRecord,
     RecordDecodeError,
     RecordMode,
@@ -280,6 +286,20 @@ def test_no_runtime_schema_string_appears_outside_the_event_module():
                 if match.group(1) in schemas:
                     found.append(f"{path.relative_to(ROOT.parent)}:{number}")
     assert found == []
+
+
+def test_the_scan_covers_the_task_runtimes_schemas():
+    # Execution records are runtime events too (ADR 0051): their refs are
+    # scanned for like the scope runtime's.
+    executions: set[type[RuntimeEvent]] = {
+        ExecutionCreated,
+        ExecutionStarted,
+        ExecutionCompleted,
+        ExecutionFailed,
+        ExecutionRelationCreated,
+        FactPublished,
+    }
+    assert {cls.SCHEMA for cls in executions} <= runtime_schemas()
 
 
 def test_the_scan_would_find_a_schema_string():

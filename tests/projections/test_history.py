@@ -1,6 +1,13 @@
 from __future__ import annotations
 
-from goatherd.domain import Cut, RecordDraft
+import pytest
+
+from goatherd.domain import (
+    PUBLISHED_FACT_SCHEMA_REF,
+    Cut,
+    RecordDecodeError,
+    RecordDraft,
+)
 from goatherd.projections import (
     ExecutionStatus,
     PublishedFact,
@@ -50,7 +57,7 @@ def _root_records(relations):
     published = make_record(
         RecordDraft(
             "capture",
-            "shepherd2.runtime.published_fact.v1",
+            PUBLISHED_FACT_SCHEMA_REF,
             {"kind": "phase", "data": {"at": "start"}},
             kind_label="fact_published",
         ),
@@ -109,11 +116,24 @@ def test_published_facts_are_listed_with_kind_and_data() -> None:
     )
 
 
-def test_a_published_fact_with_non_dict_data_gets_an_empty_mapping() -> None:
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ({"kind": "k", "data": [1]}, "payload.data must be an object, got an array"),
+        ({"data": {}}, "payload.kind is missing"),
+        ({"kind": 7, "data": {}}, "payload.kind must be a string, got an integer"),
+    ],
+)
+def test_a_published_fact_that_does_not_decode_is_refused_naming_it(
+    payload, reason
+) -> None:
+    # Strict decoding: the fold never turns a malformed fact into a plausible one.
     odd = make_record(
-        RecordDraft("capture", "shepherd2.runtime.published_fact.v1", {"data": [1]}),
-        ROOT,
-        0,
+        RecordDraft("capture", PUBLISHED_FACT_SCHEMA_REF, payload), ROOT, 0
     )
-    history = project_effective_history(slice_of([odd]), ROOT)
-    assert history.published_facts == (PublishedFact(odd.record_id, "", {}),)
+    with pytest.raises(RecordDecodeError) as caught:
+        project_effective_history(slice_of([odd]), ROOT)
+    assert str(caught.value) == (
+        f"record {odd.record_id} at {ROOT}#0 ({PUBLISHED_FACT_SCHEMA_REF}) "
+        f"does not decode: {reason}"
+    )

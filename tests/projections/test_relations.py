@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from goatherd.domain import RecordDraft
+from goatherd.domain import Record, RecordDecodeError, RecordDraft
 from goatherd.projections import (
+    SCHEMA_EXECUTION_RELATION,
     ExecutionRelation,
-    ProjectionInputError,
     ProjectionModeError,
     RelationKind,
     create_execution_relation_batch,
@@ -70,27 +70,46 @@ def test_relations_of_another_parent_and_other_schemas_are_skipped() -> None:
     assert project_execution_relations(slice_of([foreign, note]), PARENT) == ()
 
 
-def test_an_unknown_relation_kind_is_rejected_with_its_name() -> None:
-    bad = make_record(_relation("orphaned"), PARENT, 0)
-    with pytest.raises(
-        ProjectionInputError, match="unknown execution relation kind: orphaned"
-    ):
+def test_the_builder_refuses_an_unknown_relation_kind() -> None:
+    with pytest.raises(ValueError, match="'orphaned' is not a valid RelationKind"):
+        _relation("orphaned")
+
+
+def _hand_written(payload) -> Record:
+    draft = RecordDraft("capture", SCHEMA_EXECUTION_RELATION, payload)
+    return make_record(draft, PARENT, 0)
+
+
+def test_an_unknown_relation_kind_is_refused_naming_the_record() -> None:
+    payload = dict(_relation("spawned").payload, relation_kind="orphaned")
+    bad = _hand_written(payload)
+    with pytest.raises(RecordDecodeError) as caught:
         project_execution_relations(slice_of([bad]), PARENT)
+    assert bad.record_id in str(caught.value)
+    assert "payload.relation_kind is 'orphaned', not a known value" in str(caught.value)
 
 
-def test_missing_strings_default_to_empty() -> None:
-    record = make_record(
-        RecordDraft(
-            "capture",
-            "shepherd2.execution_relation.created.v1",
-            {"relation_kind": "adopted"},
-        ),
-        PARENT,
-        0,
-    )
-    relation = execution_relation_from_fact(record)
-    assert (relation.relation_id, relation.parent_execution_id) == ("", "")
-    assert relation.child_frontier_id is None
+@pytest.mark.parametrize(
+    "key",
+    [
+        "relation_id",
+        "relation_kind",
+        "parent_execution_id",
+        "child_execution_id",
+        "child_frontier_id",
+    ],
+)
+def test_a_relation_with_a_missing_key_is_refused_not_defaulted(key) -> None:
+    payload = dict(_relation("adopted").payload)
+    del payload[key]
+    with pytest.raises(RecordDecodeError, match=f"payload.{key} is missing"):
+        execution_relation_from_fact(_hand_written(payload))
+
+
+def test_a_relation_with_extra_keys_keeps_them() -> None:
+    payload = {**_relation("spawned").payload, "x-note": [1]}
+    relation = execution_relation_from_fact(_hand_written(payload))
+    assert relation.relation_kind is RelationKind.SPAWNED
 
 
 def test_reading_another_schema_as_a_relation_names_it() -> None:

@@ -579,7 +579,7 @@ def _view_rows(view: Any) -> object:
 
 # Each example runs about 30 commands with a full comparison after each: the
 # profiles' example counts are for cheap properties, so this machine takes its own.
-EXAMPLES = {"dev": 30, "ci": 60, "deep": 300}.get(
+EXAMPLES = {"dev": 30, "ci": 60, "deep": 300, "mutate": 8}.get(
     os.environ.get("HYPOTHESIS_PROFILE", "dev"), 30
 )
 RuntimeMachine.TestCase.settings = settings(

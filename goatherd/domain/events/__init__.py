@@ -8,6 +8,7 @@ package registers every class and every upcaster of a retired shape.
 
 from goatherd.domain.events.base import *
 from goatherd.domain.events.checkpoint import *
+from goatherd.domain.events.execution import *
 from goatherd.domain.events.legacy import *
 from goatherd.domain.events.output import *
 from goatherd.domain.events.run import *
@@ -21,6 +22,12 @@ __all__ = [
     "CheckpointInvalidated",
     "CheckpointPruned",
     "CheckpointRestored",
+    "ExecutionCompleted",
+    "ExecutionCreated",
+    "ExecutionFailed",
+    "ExecutionRelationCreated",
+    "ExecutionStarted",
+    "FactPublished",
     "PlacedEvent",
     "GIT_BACKEND",
     "GuidanceInjected",
@@ -29,8 +36,11 @@ __all__ = [
     "OutputClaimed",
     "OutputSealed",
     "OutputSettled",
+    "PUBLISHED_FACT_KIND_LABEL",
+    "PUBLISHED_FACT_SCHEMA_REF",
     "RUNTIME_ACTOR",
     "RecordDecodeError",
+    "RelationKind",
     "RunCompleted",
     "RuntimeEvent",
     "SandboxDestroyed",
@@ -54,6 +64,7 @@ __all__ = [
     "runtime_schemas",
     "runtime_witness_body",
     "runtime_witness_ref",
+    "schemas_of",
     "upcast_git_checkpoint",
     "upcast_git_tree",
 ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Final, TypeAlias, Union
@@ -65,6 +65,7 @@ __all__ = [
     "runtime_schemas",
     "runtime_witness_body",
     "runtime_witness_ref",
+    "schemas_of",
 ]
 
 RUNTIME_ACTOR: Final = "runtime:internal"
@@ -305,6 +306,14 @@ def event_class_for(schema_ref: str) -> type[RuntimeEvent] | None:
 def is_runtime_schema(schema_ref: str) -> bool:
     """Whether records of ``schema_ref`` decode to a runtime event (or upcast)."""
     return schema_ref in _EVENTS or schema_ref in _UPCASTERS
+
+
+def schemas_of(classes: Collection[type[RuntimeEvent]]) -> frozenset[str]:
+    """Return every schema ref, current or retired, that decodes to ``classes``."""
+    wanted = set(classes)
+    current = {schema for schema, cls in _EVENTS.items() if cls in wanted}
+    retired = {schema for schema, (cls, _) in _UPCASTERS.items() if cls in wanted}
+    return frozenset(current | retired)
 
 
 def runtime_schemas() -> frozenset[str]:

@@ -17,6 +17,7 @@ from goatherd.domain import (
     CheckpointState,
     OutputClaimed,
     OutputClaimedError,
+    OutputConsumedError,
     OutputState,
     SettleEffectLandedError,
     SettlementAction,
@@ -95,7 +96,7 @@ def test_a_settle_that_died_after_its_effect_is_finished_by_its_retry(path):
         assert count(store, out.id, OutputClaimed.SCHEMA) == 1
 
 
-def test_release_ends_an_output_another_settle_claimed(path):
+def test_only_the_claimant_ends_a_claimed_output(path):
     main = main_sandbox()
     with SQLiteTraceStore(path) as store:
         mgr = scope_manager_for(store, faults=dies_at("after-effect"))
@@ -103,10 +104,18 @@ def test_release_ends_an_output_another_settle_claimed(path):
         with pytest.raises(Died):
             mgr.settle(out.id, "selected", seq=5)
         mgr.context.faults = None
-        assert mgr.settle(out.id, "released", seq=6) == Success(None)
+        # Another attempt cannot end it: the claimant may be landing right now.
+        other = mgr.settle(out.id, "released", seq=6)
+        assert isinstance(other, Failure)
+        assert isinstance(other.failure(), OutputClaimedError)
+        assert "seq=5" in str(other.failure())
+        # The claimant (its seq) may end it with another verb: the landed
+        # effect stays, the output is released.
+        assert mgr.settle(out.id, "released", seq=5) == Success(None)
         assert out.state is OutputState.RELEASED
         late = mgr.settle(out.id, "selected", seq=5)
         assert isinstance(late, Failure)
+        assert isinstance(late.failure(), OutputConsumedError)
 
 
 def test_a_failed_settle_record_after_the_effect_is_effect_landed(path):

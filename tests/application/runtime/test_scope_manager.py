@@ -265,32 +265,48 @@ class TestBestOfN:
         assert trace_size(store) == before
         assert main.read_file("a.txt") == b"parent\n"
 
-    def test_eight_threads_settling_one_output_give_exactly_one_winner(self, store):
-        mgr = manager(store)
+    def test_eight_managers_settling_one_output_give_exactly_one_winner(self, tmp_path):
+        # Eight threads, each with its own store object and manager (its own
+        # fold of the trace, no shared lock), settle one output with every
+        # verb at once: exactly one wins, and the effect lands at most once.
+        path = tmp_path / "race.db"
         main = sandbox()
-        parent = mgr.create("agent:main", main).unwrap()
-        wt = sandbox(repository=main.repository)
-        child = mgr.fork_isolated(parent.id, "try", None, wt).unwrap()
-        wt.write_file("x.txt", b"x\n")
-        out = mgr.seal(child.id).unwrap()
-        results = []
+        with SQLiteTraceStore(path) as store:
+            mgr = manager(store)
+            parent = mgr.create("agent:main", main).unwrap()
+            wt = sandbox(repository=main.repository)
+            child = mgr.fork_isolated(parent.id, "try", None, wt).unwrap()
+            wt.write_file("x.txt", b"x\n")
+            out = mgr.seal(child.id).unwrap()
+        host = {"scope:agent:main": main, "scope:try": wt}
+        verbs = ["selected", "applied", "released", "discarded"] * 2
+        results: list[tuple[str, object]] = []
         barrier = threading.Barrier(8)
 
-        def settle():
-            barrier.wait()
-            results.append(mgr.settle(out.id, "released"))
+        def settle(verb: str) -> None:
+            with SQLiteTraceStore(path) as store:
+                mine = scope_manager_for(store, resolver=lambda sid, *_: host.get(sid))
+                mine.get("scope:try")  # fold before the start line
+                barrier.wait()
+                results.append((verb, mine.settle(out.id, verb)))
 
-        threads = [threading.Thread(target=settle) for _ in range(8)]
+        threads = [threading.Thread(target=settle, args=(v,)) for v in verbs]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        assert sum(isinstance(r, Success) for r in results) == 1
+        winners = [verb for verb, r in results if isinstance(r, Success)]
+        assert len(winners) == 1, results
         assert all(
-            isinstance(r.failure(), OutputConsumedError)
-            for r in results
+            isinstance(r.failure(), OutputConsumedError | ScopeStateError)
+            for _, r in results
             if isinstance(r, Failure)
-        )
+        ), results
+        landed = "x.txt" in main.list_files()
+        assert landed == (winners[0] in ("selected", "applied"))
+        with SQLiteTraceStore(path) as store:
+            state = manager(store).output(out.id).state  # type: ignore[union-attr]
+        assert state.value == winners[0]
 
 
 class TestBadInput:

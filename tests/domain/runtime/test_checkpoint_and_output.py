@@ -25,6 +25,7 @@ from goatherd.domain import (
     output_id_for,
     owner_of_checkpoint,
     owner_of_output,
+    same_attempt,
 )
 from tests.domain.runtime.facts import Trace
 
@@ -241,19 +242,35 @@ class TestOutput:
         assert trace.scope("p").workspace_claim == ""
         assert trace.scope("p").workspace_digest == SEALED.digest()
 
-    def test_a_select_or_apply_without_the_claim_is_refused(self):
+    def test_only_the_claiming_attempt_settles_or_ends_a_claimed_output(self):
         trace, out_id = sealed_output()
         claim = trace.output(out_id).claim(
-            SettlementAction.APPLY, "i1", parent_owner="p", base_digest=""
+            SettlementAction.APPLY,
+            "c:settle:applied:1",
+            parent_owner="p",
+            base_digest="",
         )
         assert claim is not None
         trace.place(claim, out_id, "p")
+        out = trace.output(out_id)
+        with pytest.raises(OutputClaimedError, match="seq=1"):
+            out.settle(SettlementAction.APPLY, "c:settle:applied:2")
         with pytest.raises(OutputClaimedError):
-            trace.output(out_id).settle(SettlementAction.APPLY, "other")
-        ended = trace.output(out_id).settle(SettlementAction.DISCARD, "other")
+            out.settle(SettlementAction.DISCARD, "c:settle:discarded:2")
+        with pytest.raises(OutputClaimedError):
+            out.settle(SettlementAction.RELEASE, "")
+        # The claimant (same owner and seq) may end it with another verb.
+        ended = out.settle(SettlementAction.DISCARD, "c:settle:discarded:1")
         trace.place(ended, "c", out_id, "p")
         assert trace.output(out_id).state is OutputState.DISCARDED
         assert trace.scope("p").workspace_claim == ""
+
+    def test_attempts_are_told_apart_by_owner_and_seq(self):
+        assert same_attempt("a:b:settle:selected:7", "a:b:settle:released:7")
+        assert not same_attempt("a:b:settle:selected:7", "a:b:settle:selected:8")
+        assert not same_attempt("a:settle:selected:7", "b:settle:selected:7")
+        assert not same_attempt("", "")
+        assert not same_attempt("i1", "i1")
 
     def test_a_second_settlement_record_contradicts_the_first(self):
         trace, out_id = sealed_output()
