@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DESCRIPTION",
+    "HELP",
+    "add_options",
     "cmd_mcp",
     "default_trace",
     "default_worktrees",
@@ -36,22 +39,19 @@ _DB_ENV = "GOATHERD_DB"
 _EXTRA = "goatherd mcp needs the mcp extra: pip install 'goatherd[mcp]'"
 
 
+HELP = "serve isolated, audited environments of a repository to an MCP agent"
+DESCRIPTION = (
+    "Serve the Model Context Protocol over stdio (or streamable HTTP on"
+    " loopback): an agent opens environments (worktrees forked from the"
+    " repository), runs confined commands, edits files, checkpoints and"
+    " proposes; every call is recorded in the trace and judged by the"
+    " supervisor; a human settles the proposals with goatherd settle."
+)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register the mcp subcommand."""
-    mcp = sub.add_parser(
-        "mcp",
-        help="serve isolated, audited environments of a repository to an MCP agent",
-        description=(
-            "Serve the Model Context Protocol over stdio (or streamable HTTP on"
-            " loopback): an agent opens environments (worktrees forked from the"
-            " repository), runs confined commands, edits files, checkpoints and"
-            " proposes; every call is recorded in the trace and judged by the"
-            " supervisor; a human settles the proposals with goatherd settle."
-        ),
-    )
-    mcp.add_argument(
-        "--repo", default=".", help="the git repository (default: the current one)"
-    )
+    """Register the mcp subcommand with its own ``--db``."""
+    mcp = sub.add_parser("mcp", help=HELP, description=DESCRIPTION)
     mcp.add_argument(
         "--db",
         default=None,
@@ -60,6 +60,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             f"the trace: a path or an SQLAlchemy URL (default ${_DB_ENV}, else"
             " goatherd/trace.sqlite in the repository's git directory)"
         ),
+    )
+    add_options(mcp)
+    mcp.set_defaults(func=cmd_mcp)
+
+
+def add_options(mcp: argparse.ArgumentParser) -> None:
+    """Add the options of ``goatherd mcp`` but the trace's (``--db``)."""
+    mcp.add_argument(
+        "--repo", default=".", help="the git repository (default: the current one)"
     )
     mcp.add_argument(
         "--worktrees",
@@ -94,7 +103,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a command's timeout when the agent names none (default 120)",
     )
     mcp.add_argument("--crash-after", type=int, default=0, help=argparse.SUPPRESS)
-    mcp.set_defaults(func=cmd_mcp)
 
 
 def _git(cwd: Path, *args: str) -> str:
