@@ -3,10 +3,11 @@
 Each agent is the SDK's own client driving its own server over stdio, as an
 MCP coding agent does. They work at the same time: open environments, edit,
 run the tests; one tries ``rm -rf`` and is denied; one checkpoints, breaks
-things and restores; both propose. A human then settles one from the command
-line and discards the other, and the test checks the repository, the trace
-(``goatherd verify``; every tool call a declaration with exactly one capture)
-and that the worktrees are gone.
+things and restores; both propose. A human then lists the environments and
+reads both proposals' diffs from the command line, selects one, is refused
+selecting its sibling onto the moved repository, and discards it; the test
+checks the repository, the trace (``goatherd verify``; every tool call a
+declaration with exactly one capture) and that the worktrees are gone.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from goatherd.integrations.mcp import DESTRUCTIVE_COMMAND_RULE, root_owner_for
 from goatherd.integrations.mcp.recording import is_call, is_result
 from tests.mcp.agents import Agent, agent, server_parameters, text
 from tests.mcp.conftest import git, needs_landlock
-from tests.mcp.human import goatherd, settle
+from tests.mcp.human import diff, goatherd, scopes, settle
 
 pytestmark = [needs_landlock, pytest.mark.integration]
 TESTS = "python3 -m unittest -q"
@@ -114,8 +115,13 @@ def test_two_agents_work_propose_and_a_human_settles(
     listed = {e["environment_id"] for e in outcome.listed}
     assert listed == {alice.environment, bob.environment}
 
-    # The human: the winner fast-forwards the repository, the loser goes.
+    # The human lists the environments and reads the proposals...
+    _human_sees_the_proposals(db, project, outcome)
+    # ...selects one (a fast-forward), cannot select its sibling onto the
+    # moved repository, and discards it: its worktree goes.
     assert settle(db, project, outcome.alice_output, "select") == ""
+    refused = settle(db, project, outcome.bob_output, "select")
+    assert "moved" in refused, refused
     assert settle(db, project, outcome.bob_output, "discard") == ""
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert not (project / "NOTES.md").exists()
@@ -130,6 +136,29 @@ def test_two_agents_work_propose_and_a_human_settles(
     verified = goatherd("verify", db)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     _every_call_recorded(db, project, alice, bob)
+
+
+def _human_sees_the_proposals(db: str, project: Path, outcome: _Session) -> None:
+    assert outcome.alice is not None
+    assert outcome.bob is not None
+    listed = scopes(db)
+    root = f"scope:{root_owner_for(project)}"
+    tree = {scope["id"]: scope for scope in listed["scopes"]}
+    alice_scope = f"{root}:{outcome.alice.environment}"
+    bob_scope = f"{root}:{outcome.bob.environment}"
+    assert sorted(tree[root]["children"]) == sorted([alice_scope, bob_scope])
+    for scope, output in (
+        (alice_scope, outcome.alice_output),
+        (bob_scope, outcome.bob_output),
+    ):
+        assert [(o["id"], o["state"]) for o in tree[scope]["outputs"]] == [
+            (output, "unconsumed")
+        ]
+    assert [c["scope_id"] for c in listed["checkpoints"]] == [alice_scope]
+    assert "+    return a + b" in diff(db, project, outcome.alice_output)
+    bobs = diff(db, project, outcome.bob_output)
+    assert "+add is commutative" in bobs
+    assert "+    return b + a" in bobs
 
 
 def _every_call_recorded(db: str, project: Path, *agents: Agent) -> None:
@@ -176,6 +205,7 @@ def _every_call_recorded(db: str, project: Path, *agents: Agent) -> None:
             for e in store.read_path(bob_owner)
             if e.record.envelope.schema_ref == SupervisorIntervened.SCHEMA
         ]
-        assert [(d.rule, d.type) for d in decisions] == [  # type: ignore[attr-defined]
-            (DESTRUCTIVE_COMMAND_RULE, "deny")
-        ]
+        assert [
+            (d.rule, d.type) for d in decisions if isinstance(d, SupervisorIntervened)
+        ] == [(DESTRUCTIVE_COMMAND_RULE, "deny")]
+        assert len(decisions) == 1
