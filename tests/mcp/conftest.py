@@ -10,6 +10,7 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,13 +94,13 @@ def make_tools(
         trace = db or sqlite_trace
         runtime = open_runtime(trace, bus=False)
         runtimes.append(runtime)
-        options: dict[str, object] = {
+        options: dict[str, Any] = {
             "repo": project,
             "db": trace,
             "worktrees": tmp_path / "worktrees",
             **overrides,
         }
-        return WorkspaceTools(runtime, McpSettings(**options))  # type: ignore[arg-type]
+        return WorkspaceTools(runtime, McpSettings(**options))
 
     yield build
     for runtime in runtimes:

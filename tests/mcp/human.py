@@ -59,7 +59,7 @@ def diff(db: str, repo: Path, output: str) -> str:
         done = goatherd("diff", output, "--db", db)
         assert done.returncode == 0, done.stderr
         return done.stdout
-    with _manager(db, repo) as manager:
+    with manager_for(db, repo) as manager:
         found = manager.output(output)
         assert found is not None, output
         return found.diff
@@ -70,14 +70,15 @@ def settle(db: str, repo: Path, output: str, action: str) -> str:
     if has_command("settle"):
         done = goatherd("settle", output, action, "--db", db)
         return "" if done.returncode == 0 else done.stderr.strip()
-    with _manager(db, repo) as manager:
+    with manager_for(db, repo) as manager:
         verb = {"select": "selected", "apply": "applied", "discard": "discarded"}
         result = manager.settle(output, verb.get(action, action))
         return str(result.failure()) if isinstance(result, Failure) else ""
 
 
 @contextmanager
-def _manager(db: str, repo: Path) -> Iterator[ScopeManager]:
+def manager_for(db: str, repo: Path) -> Iterator[ScopeManager]:
+    """A scope manager on a fresh runtime of ``db`` (another process's view)."""
     runtime = open_runtime(db, bus=False)
 
     def resolve(scope_id: str, backend: str, path: str) -> Sandbox | None:

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp_types import ReadResourceResult, TextResourceContents
 from returns.result import Success
 
 from goatherd.application import Supervisor
@@ -45,6 +46,12 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("open_environment", {"name": "n" * 300}, "name"),
     ("no_such_tool", {}, "Unknown tool"),
 ]
+
+
+def _text_of(result: ReadResourceResult) -> str:
+    content = result.contents[0]
+    assert isinstance(content, TextResourceContents)
+    return content.text
 
 
 def _one_line(message: str) -> None:
@@ -143,9 +150,9 @@ def test_resources_show_records_and_the_diff(project: Path, tmp_path: Path) -> N
             else:
                 missing = ""
             return (
-                records.contents[0].text,  # type: ignore[union-attr]
-                diff.contents[0].text,  # type: ignore[union-attr]
-                listing.contents[0].text + "\n" + missing,  # type: ignore[union-attr]
+                _text_of(records),
+                _text_of(diff),
+                _text_of(listing) + "\n" + missing,
                 [t.uri_template for t in templates.resource_templates],
             )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -29,8 +29,7 @@ from goatherd.domain import (
     decode_fact,
     scope_id_for_owner,
 )
-from goatherd.infrastructure import open_runtime, scope_manager_for
-from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
+from goatherd.infrastructure import open_runtime
 from goatherd.integrations.mcp import (
     DESTRUCTIVE_COMMAND_RULE,
     EnvironmentUnavailableError,
@@ -45,6 +44,7 @@ from goatherd.integrations.mcp.recording import (
     is_result,
 )
 from tests.mcp.conftest import ToolsFactory, git, needs_landlock
+from tests.mcp.human import manager_for
 
 pytestmark = [needs_landlock, pytest.mark.integration]
 
@@ -135,7 +135,9 @@ def test_a_destructive_command_is_denied_recorded_and_never_runs(
     calls, results = _calls_and_results(tools, owner)
     denied = results[-1].record.payload
     assert denied["success"] is False
-    assert denied["denied"]["rule"] == DESTRUCTIVE_COMMAND_RULE  # type: ignore[index]
+    assert cast("dict[str, object]", denied["denied"])["rule"] == (
+        DESTRUCTIVE_COMMAND_RULE
+    )
     decisions = [
         decode_fact(e.record).event
         for e in tools.store.read_path(owner)
@@ -220,14 +222,16 @@ def test_a_refused_call_is_recorded_and_changes_nothing(
     ],
 )
 def test_bad_arguments_are_refused_before_anything_is_recorded(
-    make_tools: ToolsFactory, call: object, message: str
+    make_tools: ToolsFactory,
+    call: Callable[[WorkspaceTools, str], object],
+    message: str,
 ) -> None:
     tools = make_tools()
     env = _open(tools)
     store = tools.store
     before = store.max_position()
     with pytest.raises(ToolInputError, match=message):
-        call(tools, env)  # type: ignore[operator]
+        call(tools, env)
     assert store.max_position() == before
 
 
@@ -363,20 +367,6 @@ def test_a_restarted_server_closes_what_a_dead_one_left_open(
     assert second.session in sessions
 
 
-def _human(db: str, repo: Path) -> Iterator[object]:
-    runtime = open_runtime(db, bus=False)
-
-    def resolve(scope_id: str, backend: str, path: str) -> object:
-        if not backend and not path:
-            return new_local_git_sandbox(repo)
-        return new_worktree_sandbox(repo, path) if Path(path).is_dir() else None
-
-    try:
-        yield scope_manager_for(runtime.store, resolver=resolve)  # type: ignore[arg-type]
-    finally:
-        runtime.close()
-
-
 def test_two_servers_share_the_trace_and_settles_fast_forward(
     make_tools: ToolsFactory, project: Path, trace_url: str
 ) -> None:
@@ -390,11 +380,11 @@ def test_two_servers_share_the_trace_and_settles_fast_forward(
     bob.write_file(env_b, "NOTES.md", "bob was here\n")
     out_a = str(alice.propose(env_a).data["output_id"])
     out_b = str(bob.propose(env_b).data["output_id"])
-    for manager in _human(trace_url, project):
-        assert isinstance(manager.settle(out_a, "selected"), Success)  # type: ignore[attr-defined]
-        moved = manager.settle(out_b, "selected")  # type: ignore[attr-defined]
+    with manager_for(trace_url, project) as manager:
+        assert isinstance(manager.settle(out_a, "selected"), Success)
+        moved = manager.settle(out_b, "selected")
         assert isinstance(moved.failure(), ParentMovedError)
-        assert isinstance(manager.settle(out_b, "applied"), Success)  # type: ignore[attr-defined]
+        assert isinstance(manager.settle(out_b, "applied"), Success)
     assert "a + b" in (project / "calc.py").read_text()
     assert (project / "NOTES.md").read_text() == "bob was here\n"
     for tools, env in ((alice, env_a), (bob, env_b)):
