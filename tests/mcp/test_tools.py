@@ -196,6 +196,34 @@ def test_a_refused_call_is_recorded_and_changes_nothing(
     assert results[-1].record.payload["error"] == reply.text
 
 
+def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_not_proposed(
+    make_tools: ToolsFactory,
+) -> None:
+    tools = make_tools()
+    env = _open(tools)
+    made = tools.run(env, "touch \"$(printf 'bad\\377name')\"")
+    assert made.data["exit_code"] == 0, made.text
+    listed = tools.list_files(env)
+    assert "bad\\xffname (0 bytes)" in listed.text.splitlines()
+    shown = tools.diff(env)
+    assert not shown.is_error, shown.text
+    assert shown.data["files"] == ["bad\\xffname"]
+    proposed = tools.propose(env)
+    assert proposed.is_error
+    assert proposed.text == (
+        "the file name bad\\xffname is not valid UTF-8, so it cannot be proposed:"
+        " rename or remove it first"
+    )
+    assert not tools.environments.manager.outputs_for_scope(
+        f"scope:{_owner(tools, env)}"
+    )
+    calls, results = _calls_and_results(tools, _owner(tools, env))
+    assert len(calls) == 4
+    assert len(results) == 5  # and the open's capture
+    assert tools.run(env, "rm bad*").data["exit_code"] == 0
+    assert not tools.propose(env).is_error
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

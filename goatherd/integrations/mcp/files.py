@@ -34,6 +34,7 @@ __all__ = [
     "MAX_WRITE_BYTES",
     "TextRead",
     "WorkspaceFiles",
+    "shown_name",
 ]
 
 MAX_READ_BYTES: Final = 256 * 1024
@@ -301,6 +302,16 @@ def _replace_in(parent: int, name: str, path: str, data: bytes) -> bool:
     return existing is None
 
 
+def shown_name(name: str) -> str:
+    r"""Return a file name as valid text: bytes that are not UTF-8 as ``\xNN``.
+
+    Names come from the file system decoded with ``surrogateescape``; a name
+    that is not UTF-8 then holds lone surrogates, which neither the trace nor
+    JSON accepts.
+    """
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _walk(fd: int, prefix: str, recursive: bool, out: list[FileEntry]) -> bool:
     """Append the directory's entries (depth first, sorted); True when capped."""
     with os.scandir(fd) as scan:
@@ -310,7 +321,8 @@ def _walk(fd: int, prefix: str, recursive: bool, out: list[FileEntry]) -> bool:
             continue
         if len(out) >= MAX_LIST_ENTRIES:
             return True
-        relative = f"{prefix}/{entry.name}" if prefix else entry.name
+        name = shown_name(entry.name)
+        relative = f"{prefix}/{name}" if prefix else name
         info = entry.stat(follow_symlinks=False)
         kind = _kind(info.st_mode)
         out.append(FileEntry(relative, kind, info.st_size if kind == "file" else 0))

@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, cast
 
@@ -56,7 +56,7 @@ from goatherd.integrations.mcp.errors import (
     ToolInputError,
     ToolRefusedError,
 )
-from goatherd.integrations.mcp.files import WorkspaceFiles
+from goatherd.integrations.mcp.files import WorkspaceFiles, shown_name
 from goatherd.integrations.mcp.policy import default_rules
 from goatherd.integrations.mcp.recording import (
     CallRecorder,
@@ -224,12 +224,14 @@ class WorkspaceTools:
             message = str(error)
             done = _Done(message, {"error": message}, {"error": message}, False, True)
         except Exception as error:
-            message = f"internal error: {type(error).__name__}: {error}"
-            self._capture(env, call, {"success": False, "error": message}, [], cursor)
+            self._failed(env, call, cursor, "internal error", error)
             raise
-        capture = self._capture(
-            env, call, {"success": done.success, **done.record}, guidance, cursor
-        )
+        outcome = {"success": done.success, **done.record}
+        try:
+            capture = self._capture(env, call, outcome, guidance, cursor)
+        except Exception as error:
+            self._failed(env, call, cursor, "the outcome could not be recorded", error)
+            raise
         if capture is not None:
             after, _ = self._gate(capture)
             if after is not None and after.payload:
@@ -252,6 +254,19 @@ class WorkspaceTools:
         if recorded is not None:
             self.environments.followed(env.owner, recorded.record_id)
         return recorded
+
+    def _failed(
+        self,
+        env: Environment,
+        call: RecordedCall,
+        cursor: int,
+        what: str,
+        error: Exception,
+    ) -> None:
+        """Close ``call`` with an error capture before ``error`` propagates."""
+        text = f"{what}: {type(error).__name__}: {error}"
+        message = bounded_text(text.encode("utf-8", "backslashreplace").decode())
+        self._capture(env, call, {"success": False, "error": message}, [], cursor)
 
     def _gate(self, call: RecordedCall) -> tuple[Intervention | None, str]:
         self._fired.rule = ""
@@ -619,7 +634,7 @@ class WorkspaceTools:
         if len(data) > MAX_DIFF_BYTES:
             cut = data[:MAX_DIFF_BYTES].decode("utf-8", errors="ignore")
             text = f"{cut}\n[... diff cut at {MAX_DIFF_BYTES} bytes]\n"
-        return text, list(files)
+        return text, [shown_name(name) for name in files]
 
     def propose(self, environment_id: str, summary: str = "") -> ToolReply:
         """Seal the environment as an output for a human to settle."""
@@ -629,6 +644,7 @@ class WorkspaceTools:
         def body(env: Environment) -> _Done:
             manager = self.environments.manager
             proposal = unwrap(manager.propose_merge(env.scope_id, 1))
+            _proposable(proposal.paths)
             self._fired.rule = ""
             verdict = self.supervisor.review_merge(env.scope_id, proposal)
             if verdict is not None and verdict.type in _STOPPING:
@@ -690,6 +706,17 @@ def _listing(infos: list[dict[str, object]]) -> str:
             [line + "".join(f", {o['output_id']} {o['state']}" for o in outputs)]
         )
     return "\n".join(lines) or "no environments yet"
+
+
+def _proposable(paths: Iterable[str]) -> None:
+    """Refuse a proposal with a file name the trace cannot hold as text."""
+    for path in paths:
+        shown = shown_name(path)
+        if shown != path:
+            raise ToolInputError(
+                f"the file name {shown} is not valid UTF-8, so it cannot be"
+                " proposed: rename or remove it first"
+            )
 
 
 def _shown(payload: Mapping[str, object]) -> object:
