@@ -43,7 +43,7 @@ from goatherd.integrations.mcp.recording import (
     is_call,
     is_result,
 )
-from tests.mcp.conftest import ToolsFactory, git, needs_landlock
+from tests.mcp.conftest import ToolsFactory, git, make_project, needs_landlock
 from tests.mcp.human import manager_for
 
 pytestmark = [needs_landlock, pytest.mark.integration]
@@ -222,6 +222,28 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_not_proposed(
     assert len(results) == 5  # and the open's capture
     assert tools.run(env, "rm bad*").data["exit_code"] == 0
     assert not tools.propose(env).is_error
+
+
+def test_a_deleted_dot_git_breaks_only_its_environment(
+    make_tools: ToolsFactory, tmp_path: Path
+) -> None:
+    around = make_project(tmp_path / "home")  # the worktrees lie in another repo
+    tools = make_tools(worktrees=around / "state" / "worktrees")
+    env = _open(tools)
+    checkpoint = str(tools.checkpoint(env).data["checkpoint_id"])
+    assert tools.run(env, "rm .git").data["exit_code"] == 0
+    for reply in (
+        tools.diff(env),
+        tools.checkpoint(env),
+        tools.restore(env, checkpoint),
+        tools.propose(env),
+    ):
+        assert reply.is_error
+        assert "\n" not in reply.text, reply.text
+    assert git(around, "status", "--porcelain") == "?? state/\n"
+    assert git(around, "log", "--format=%s") == "start\n"
+    calls, results = _calls_and_results(tools, _owner(tools, env))
+    assert len(results) == len(calls) + 1  # and the open's capture
 
 
 @pytest.mark.parametrize(
