@@ -8,7 +8,6 @@ cannot act changes nothing in the worktree.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -44,7 +43,7 @@ from goatherd.integrations.mcp.recording import (
     is_result,
 )
 from tests.mcp.conftest import ToolsFactory, git, make_project, needs_landlock
-from tests.mcp.human import manager_for
+from tests.mcp.human import goatherd, manager_for
 
 pytestmark = [needs_landlock, pytest.mark.integration]
 
@@ -441,12 +440,7 @@ def test_two_servers_share_the_trace_and_settles_fast_forward(
         with pytest.raises(EnvironmentUnavailableError, match="settled"):
             tools.run(env, "true")
     assert not (project.parent / "worktrees" / env_a).exists()
-    check = subprocess.run(
-        [".venv/bin/goatherd", "verify", trace_url],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    check = goatherd("verify", trace_url)
     assert check.returncode == 0, check.stdout + check.stderr
 
 

@@ -672,7 +672,7 @@ class WorkspaceTools:
         owner = self.environments.owner_of(environment_id)
         self.environments.known(owner)
         head = self._store.head(owner)
-        entries = self._store.read_path(owner, head - count - 1)
+        entries = self._store.read_path(owner, max(-1, head - count - 1))
         rows = [
             {
                 "ordinal": entry.record.owner_ordinal,
