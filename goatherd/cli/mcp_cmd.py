@@ -45,7 +45,9 @@ DESCRIPTION = (
     " loopback): an agent opens environments (worktrees forked from the"
     " repository), runs confined commands, edits files, checkpoints and"
     " proposes; every call is recorded in the trace and judged by the"
-    " supervisor; a human settles the proposals with goatherd settle."
+    " supervisor; a human settles the proposals with goatherd settle. The"
+    " trace is --db, else $GOATHERD_DB, else goatherd/trace.sqlite in the"
+    " repository's git directory."
 )
 
 
