@@ -20,6 +20,7 @@ from goatherd.infrastructure.inspection import (
     trace_stats,
 )
 from goatherd.infrastructure.integrity import IntegrityReport, verify_trace
+from goatherd.infrastructure.store.chain import TraceHead, parse_head
 
 __all__ = ["register"]
 
@@ -57,6 +58,13 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     add_db_argument(verify)
     verify.add_argument(
         "--all", action="store_true", help="report every problem, not only the first"
+    )
+    verify.add_argument(
+        "--expect-head",
+        metavar="HEAD",
+        type=_trace_head,
+        help="a head noted earlier (<commits>:sha256:<hex>, from stats, verify or "
+        "export): fail unless the trace still extends it",
     )
     add_json_flag(verify)
     verify.set_defaults(func=cmd_verify)
@@ -170,11 +178,23 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace_head(text: str) -> TraceHead:
+    try:
+        return parse_head(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute and cross-check everything; exit 1 naming the first bad row."""
     bar = ProgressBar()
     with open_read_only(args.db) as store:
-        report = verify_trace(store, progress=bar, max_problems=None if args.all else 1)
+        report = verify_trace(
+            store,
+            progress=bar,
+            max_problems=None if args.all else 1,
+            expect_head=args.expect_head,
+        )
     bar.finish()
     if args.json:
         emit_json(_verify_json(report))
@@ -184,7 +204,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"ok: {report.records} records, {report.path_entries} path entries, "
             f"{report.log_positions} log positions, {report.intents} intents, "
             f"{report.contexts} contexts, {report.frontiers} frontiers, "
-            f"{report.checkpoint_blobs} checkpoint blobs verified"
+            f"{report.checkpoint_blobs} checkpoint blobs verified; head {report.head}"
+            + (" (extends the expected head)" if report.expected_head else "")
         )
         return 0
     first = report.problems[0]
@@ -208,6 +229,8 @@ def _verify_json(report: IntegrityReport) -> dict[str, object]:
         "contexts": report.contexts,
         "checkpoint_blobs": report.checkpoint_blobs,
         "materializations": report.materializations,
+        "head": report.head,
+        "expected_head": report.expected_head,
         "problem_count": report.problem_count,
         "problems": [
             {"check": p.check, "record_id": p.record_id, "detail": p.detail}

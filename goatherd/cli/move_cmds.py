@@ -67,12 +67,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open_read_only(args.db) as store:
         if args.output:
             with open(args.output, "w", encoding="utf-8", newline="\n") as out:
-                lines = export_trace(store, out, progress=bar)
+                done = export_trace(store, out, progress=bar)
         else:
-            lines = export_trace(store, sys.stdout, progress=bar)
+            done = export_trace(store, sys.stdout, progress=bar)
     bar.finish()
-    if args.output:
-        print(f"exported {lines} lines to {args.output}", file=sys.stderr)
+    where = f" to {args.output}" if args.output else ""
+    print(f"exported {done.lines} lines{where}; head {done.head}", file=sys.stderr)
     return 0
 
 

@@ -53,6 +53,7 @@ class TraceStats:
     checkpoint_blobs: int
     materializations: int
     schemas: dict[str, int] = field(default_factory=dict)
+    head: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """Return the stats as a JSON object."""
@@ -68,6 +69,7 @@ class TraceStats:
             "checkpoint_blobs": self.checkpoint_blobs,
             "materializations": self.materializations,
             "schemas": dict(self.schemas),
+            "head": self.head,
         }
 
 
@@ -133,7 +135,11 @@ def _count(store: SqlAlchemyTraceStore, table: Any, *where: Any) -> int:
 
 
 def trace_stats(store: SqlAlchemyTraceStore) -> TraceStats:
-    """Count what the store holds (records include witnesses, as fact_count does)."""
+    """Count what the store holds (records include witnesses, as fact_count does).
+
+    ``head`` is the trace's chained head digest (``<commits>:sha256:<hex>``):
+    note it outside the trace and hand it to ``verify --expect-head`` later.
+    """
     with store.engine.connect() as conn:
         schemas: dict[str, int] = dict(
             conn.execute(
@@ -154,6 +160,7 @@ def trace_stats(store: SqlAlchemyTraceStore) -> TraceStats:
         checkpoint_blobs=_count(store, checkpoint_snapshots),
         materializations=_count(store, materialization_intents),
         schemas={str(k): int(v) for k, v in schemas.items()},
+        head=str(store.trace_head()),
     )
 
 

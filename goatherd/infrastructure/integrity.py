@@ -24,7 +24,11 @@ and column and the check that covers it):
   the ``checkpoint.created`` record that vouches for it;
 * **blob store**: every stored byte string against its address, every holder
   against the record that names its blob, every address a live record names
-  present.
+  present;
+* **chain**: every commit digest and head link recomputed from the rows and
+  compared with the stored chain (``SqlAlchemyTraceStore.verify_chain``, ADR
+  0038): an edit of anything a commit wrote, a removed commit, or a head that
+  does not match the rows.
 
 The checks only read. Problems come in a deterministic order: well-formedness
 first, then each check in the order above.
@@ -35,8 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from goatherd.domain.errors import GoatherdError
 from goatherd.infrastructure.integrity_checks import Verifier
 from goatherd.infrastructure.integrity_rows import load_rows
+from goatherd.infrastructure.store.chain import TraceHead, parse_head
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
 
 __all__ = ["IntegrityProblem", "IntegrityReport", "verify_trace"]
@@ -65,6 +71,10 @@ class IntegrityReport:
     Attributes:
         problems: what is wrong, at most ``max_problems`` of them.
         problem_count: how many problems were found in all.
+        head: the trace's head recomputed from its rows
+            (``<commits>:sha256:<hex>``), ``None`` if it could not be.
+        expected_head: ``None`` when no head was expected; else whether
+            the trace still extends the head noted earlier.
     """
 
     records: int
@@ -78,6 +88,8 @@ class IntegrityReport:
     content_blobs: int = 0
     problems: tuple[IntegrityProblem, ...] = field(default=())
     problem_count: int = 0
+    head: str | None = None
+    expected_head: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,11 +109,45 @@ class _Problems:
             self.items.append(IntegrityProblem(check, detail, record_id))
 
 
+@dataclass(frozen=True, slots=True)
+class _ChainOutcome:
+    head: str | None = None
+    expected: bool | None = None
+
+
+def _check_chain(
+    store: SqlAlchemyTraceStore, problems: _Problems, expect: TraceHead | None
+) -> _ChainOutcome:
+    try:
+        chain = store.verify_chain(expect)
+    except GoatherdError as exc:
+        problems.add("chain", f"the chain cannot be recomputed: {exc}")
+        return _ChainOutcome(expected=False if expect is not None else None)
+    except Exception as exc:  # named, like the Verifier's checks
+        problems.add(
+            "chain",
+            f"the check stopped on {type(exc).__name__}: {exc} (a bug in "
+            "verify: the trace is not vouched for)",
+        )
+        return _ChainOutcome(expected=False if expect is not None else None)
+    for problem in chain.problems:
+        problems.add("chain", str(problem))
+    if expect is not None and not chain.expected:
+        problems.add(
+            "chain",
+            f"the trace does not extend the head noted earlier ({expect}): a "
+            "commit it covered was rewritten or removed since (the trace now "
+            f"has {chain.head})",
+        )
+    return _ChainOutcome(str(chain.head), chain.expected)
+
+
 def verify_trace(
     store: SqlAlchemyTraceStore,
     *,
     progress: Progress | None = None,
     max_problems: int | None = 100,
+    expect_head: str | TraceHead | None = None,
 ) -> IntegrityReport:
     """Recompute and cross-check everything stored in ``store``; never writes.
 
@@ -110,10 +156,20 @@ def verify_trace(
         progress: called as the phases advance.
         max_problems: how many problems to keep (``None``: every one); all are
             counted in ``problem_count``.
+        expect_head: a head noted earlier, outside the trace (a
+            :class:`TraceHead` or its printed form ``<commits>:sha256:<hex>``;
+            without the count it matches at any length). The report then
+            fails unless the trace still extends it: the one check that
+            catches a rewrite consistent with every row, or a truncation
+            that also relinked the chain.
 
     Returns:
         The report; ``report.problems[0]`` names the first bad row.
+
+    Raises:
+        ValueError: ``expect_head`` is not a head (one line naming why).
     """
+    expect = parse_head(expect_head) if isinstance(expect_head, str) else expect_head
     problems = _Problems(max_problems)
     tick = progress or (lambda phase, done, total: None)
     with store.engine.connect() as conn:
@@ -121,6 +177,7 @@ def verify_trace(
         conn.rollback()
     tick("rows", 1, 1)
     Verifier(rows, problems.add, tick).run()
+    chain = _check_chain(store, problems, expect)
     return IntegrityReport(
         records=len(rows.records),
         path_entries=len(rows.entries),
@@ -133,4 +190,6 @@ def verify_trace(
         content_blobs=len(rows.contents),
         problems=tuple(problems.items),
         problem_count=problems.count,
+        head=chain.head,
+        expected_head=chain.expected,
     )

@@ -48,6 +48,7 @@ from goatherd.infrastructure.store import schema
 from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     META_SCHEMA,
+    SCHEMA_V1,
     SCHEMA_VERSION,
 )
 
@@ -139,12 +140,16 @@ class Verifier:
 
     def check_meta(self) -> None:
         meta = self.rows.meta
-        if meta.get(META_SCHEMA) != SCHEMA_VERSION:
+        marker = meta.get(META_SCHEMA)
+        absent = self.rows.absent_columns
+        if marker == SCHEMA_V1 and absent:
+            pass  # a v1 trace read as it is: it lacks the chain columns
+        elif marker != SCHEMA_VERSION:
             self.report(
-                "meta",
-                f"schema marker {meta.get(META_SCHEMA)!r} is not {SCHEMA_VERSION!r}",
-                None,
+                "meta", f"schema marker {marker!r} is not {SCHEMA_VERSION!r}", None
             )
+        elif absent:
+            self.report("meta", f"a {marker} trace without column {absent[0]}", None)
         for key in sorted(set(meta) - KNOWN_META_KEYS):
             self.report("meta", f"unknown meta key {key!r}", None)
 
@@ -306,10 +311,21 @@ class Verifier:
                 )
             count = (entry.position or 0) + 1
         stored = self.rows.meta.get(META_NEXT_COMMIT)
-        if stored is None or stored != str(count):
+        if stored is None or not self._counter_agrees(stored, count):
             self.report(
                 "log", f"next commit sequence {stored} but {count} positions", None
             )
+
+    def _counter_agrees(self, stored: str, count: int) -> bool:
+        """SQLite keeps the counter exact; on PostgreSQL it is only a floor.
+
+        PostgreSQL writers draw positions from a sequence and never update
+        ``meta`` (ADR 0036): its value is what an upgrade or import left, and
+        a floor above the stored positions would skip positions.
+        """
+        if not self.rows.postgres:
+            return stored == str(count)
+        return stored.isascii() and stored.isdigit() and int(stored) <= count
 
     # -------------------------------------------------------- placement
 
@@ -443,6 +459,7 @@ class Verifier:
                     f"{name}: committed_at {intent.committed_at!r} is not a timestamp",
                     None,
                 )
+            self._check_txid(name, intent)
             for problem in receipt_problems(
                 intent.intent_id,
                 intent.receipt,
@@ -450,6 +467,17 @@ class Verifier:
                 created.get(intent.intent_id, []),
             ):
                 self.report("intents", f"{name}: {problem}", None)
+
+    def _check_txid(self, name: str, intent: Any) -> None:
+        """Each path entry carries the transaction id of its intent's commit."""
+        for entry in self.by_intent.get(intent.intent_id, ()):
+            if entry.txid != intent.txid:
+                self.report(
+                    "intents",
+                    f"{name}: path {entry.path!r} ordinal {entry.ordinal} has "
+                    f"transaction id {entry.txid!r}, its intent {intent.txid!r}",
+                    None,
+                )
 
     def _intent_order(self, intent: Any) -> tuple[int, str]:
         logged = self._logged(intent.intent_id)

@@ -6,8 +6,9 @@ each cell is read as ``typeof(cell)`` plus its raw bytes and decoded here, so
 nothing the driver would choke on ever raises: a malformed cell becomes a
 ``well-formed`` problem naming its table, column and row, and the row is left
 out of the later checks. PostgreSQL enforces its column types, so there the
-driver's values are taken as they are. NUL in text is not yet a problem: the
-store still appends it until appends refuse it (issue 13 item 4).
+driver's values are taken as they are. NUL in text is a problem: appends
+refuse it on every backend (issue 13 item 4). A schema v1 trace (read as it
+is) lacks the chain columns of v2; they read as NULL.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from goatherd.domain.errors import DomainError
 from goatherd.infrastructure.blobs import blob_tables
 from goatherd.infrastructure.store.codec import storage_json
 from goatherd.infrastructure.store.schema import (
+    TRACE_TABLES,
     append_intents,
     checkpoint_snapshots,
     contexts,
@@ -91,6 +93,7 @@ class EntryRow:
     intent: str
     receipt: str
     position: int | None
+    txid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,7 @@ class IntentRow:
     batch_digest: str
     receipt: dict[str, Any]
     committed_at: str
+    txid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +195,9 @@ class StoredRows:
     blobs: tuple[BlobRow, ...]
     contents: tuple[ContentRow, ...] = ()
     holders: tuple[HolderRow, ...] = ()
+    postgres: bool = False
+    absent_columns: tuple[str, ...] = ()
+    """``table.column`` of every schema column the database lacks."""
 
 
 _TEXT: Final = (str,)
@@ -270,6 +277,8 @@ class _Cells:
             kind = _KINDS.get(type(column.type).__name__)
             if kind is not None and not isinstance(value, kind):
                 raise self._bad(column.name, f"is not {_KIND_NAMES[kind]}")
+            if isinstance(value, str) and "\x00" in value:
+                raise self._bad(column.name, "contains NUL")
             if kind is _INTEGER and (isinstance(value, bool) or not _fits(value)):
                 raise self._bad(column.name, "does not fit 64 bits")
 
@@ -346,8 +355,26 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _present(conn: Connection, table: Table) -> list[str]:
+    """The table's schema columns the database has (a v1 trace lacks some)."""
+    have = {column["name"] for column in inspect(conn).get_columns(table.name)}
+    return [column.name for column in table.columns if column.name in have]
+
+
+def _absent(conn: Connection) -> tuple[str, ...]:
+    absent: list[str] = []
+    for table in TRACE_TABLES:
+        present = set(_present(conn, table))
+        absent += (
+            f"{table.name}.{column.name}"
+            for column in table.columns
+            if column.name not in present
+        )
+    return tuple(absent)
+
+
 def _sqlite_cells(conn: Connection, table: Table) -> Iterator[dict[str, Any]]:
-    names = [column.name for column in table.columns]
+    names = _present(conn, table)
     keys = ", ".join(f'"{c.name}"' for c in table.primary_key.columns)
     cells = ", ".join(f'typeof("{name}"), CAST("{name}" AS BLOB)' for name in names)
     sql = f'SELECT {cells} FROM "{table.name}" ORDER BY {keys}'  # noqa: S608
@@ -376,7 +403,8 @@ def _sqlite_value(kind: str, data: bytes | None) -> object:
 
 def _driver_cells(conn: Connection, table: Table) -> Iterator[dict[str, Any]]:
     keys = ", ".join(f'"{c.name}"' for c in table.primary_key.columns)
-    sql = f'SELECT * FROM "{table.name}" ORDER BY {keys}'  # noqa: S608
+    names = ", ".join(f'"{name}"' for name in _present(conn, table))
+    sql = f'SELECT {names} FROM "{table.name}" ORDER BY {keys}'  # noqa: S608
     for row in conn.exec_driver_sql(sql).mappings():
         yield dict(row)
 
@@ -433,6 +461,7 @@ def _entry(c: _Cells) -> EntryRow:
         intent=c.text("append_intent_id"),
         receipt=c.text("commit_receipt"),
         position=c.optional_integer("position"),
+        txid=c.optional_integer("txid"),
     )
 
 
@@ -442,6 +471,7 @@ def _intent(c: _Cells) -> IntentRow:
         batch_digest=c.text("batch_digest"),
         receipt=c.json("receipt_json", dict),
         committed_at=c.text("committed_at"),
+        txid=c.optional_integer("txid"),
     )
 
 
@@ -558,6 +588,8 @@ def load_rows(conn: Connection, report: Report) -> StoredRows:
     """Read every trace table and the blob store; report malformed cells."""
     contents, holders = _blob_store_rows(conn, report)
     return StoredRows(
+        postgres=conn.dialect.name == "postgresql",
+        absent_columns=_absent(conn),
         contents=contents,
         holders=holders,
         meta=dict(

@@ -8,7 +8,9 @@ The export is one JSON object per line, in commit order:
 * ``materialization`` and ``checkpoint``: the ledger rows and legacy checkpoint
   rows; ``blob``: each byte string of the blob store with its holders;
 * ``end``: the number of lines before it and the SHA-256 of their bytes, so a
-  truncated or reordered file is refused.
+  truncated or reordered file is refused, and the trace's chained head digest
+  (``<commits>:sha256:<hex>``) at the moment of the export, to be noted down
+  and compared later with ``goatherd verify --expect-head``.
 
 Import (``trace_import``) proves every line with the rules ``verify`` uses and
 writes it in one transaction, into a temporary file that becomes the target
@@ -21,6 +23,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any, Final
 
 from sqlalchemy import Connection, func, inspect, select
@@ -47,6 +50,7 @@ from goatherd.infrastructure.trace_import import (
 
 __all__ = [
     "EXPORT_FORMAT",
+    "ExportSummary",
     "ImportRejectedError",
     "ImportSummary",
     "export_trace",
@@ -67,10 +71,22 @@ _INT64_MAX: Final = 2**63 - 1
 # ------------------------------------------------------------------- export
 
 
+@dataclass(frozen=True, slots=True)
+class ExportSummary:
+    """What an export wrote: its line count and the head of what it read."""
+
+    lines: int
+    head: str
+
+
 def export_trace(
     store: SqlAlchemyTraceStore, out: IO[str], *, progress: Progress | None = None
-) -> int:
-    """Write ``store``'s trace to ``out`` as JSON lines; return the line count."""
+) -> ExportSummary:
+    """Write ``store``'s trace to ``out`` as JSON lines.
+
+    Everything is read in one transaction; the end line names the head of
+    exactly that snapshot.
+    """
     digest = hashlib.sha256()
     count = 0
 
@@ -87,14 +103,11 @@ def export_trace(
             emit(obj)
         for obj in _ledger_lines(conn):
             emit(obj)
+        head = str(store.head_at(conn))
         conn.rollback()
-    out.write(
-        canonical_json_text(
-            {"type": "end", "lines": count, "sha256": digest.hexdigest()}, root="line"
-        )
-        + "\n"
-    )
-    return count + 1
+    end = {"type": "end", "lines": count, "sha256": digest.hexdigest(), "head": head}
+    out.write(canonical_json_text(end, root="line") + "\n")
+    return ExportSummary(count + 1, head)
 
 
 def _header(conn: Connection) -> dict[str, Any]:
@@ -118,10 +131,17 @@ def _intent_order(conn: Connection) -> list[str]:
         .group_by(path_entries.c.append_intent_id)
         .subquery()
     )
+    # Commit order: the chain's numbers where the trace has them (schema v2),
+    # else first log position (a v1 trace, numbered so by its upgrade).
+    numbered = "commit_seq" in {
+        c["name"] for c in inspect(conn).get_columns(append_intents.name)
+    }
+    keys = [append_intents.c.commit_seq.nulls_last()] if numbered else []
     stmt = (
         select(append_intents.c.append_intent_id)
         .outerjoin(first, first.c.append_intent_id == append_intents.c.append_intent_id)
         .order_by(
+            *keys,
             first.c.first_position.nulls_last(),
             append_intents.c.committed_at,
             append_intents.c.append_intent_id,

@@ -26,7 +26,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Final
@@ -48,7 +48,9 @@ from goatherd.infrastructure.integrity_rules import (
     is_hex_digest,
     ledger_refs,
 )
+from goatherd.infrastructure.store import postgres as pg
 from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.engine import postgres_engine
 from goatherd.infrastructure.store.opening import open_trace_store
 from goatherd.infrastructure.store.outages import outages
@@ -64,6 +66,7 @@ from goatherd.infrastructure.store.schema import (
     path_entries,
     records,
 )
+from goatherd.infrastructure.store.sealing import seal
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
 from goatherd.infrastructure.trace_import_intent import (
     IntentProver,
@@ -119,6 +122,7 @@ class ImportSummary:
     checkpoints: int
     materializations: int
     blobs: int = 0
+    head: str = ""
 
 
 def read_export_lines(
@@ -167,7 +171,14 @@ def import_trace(
             importer.feed(number, raw)
             if progress is not None and number % 500 == 0:
                 progress("import", number, 0)
-        return importer.finish()
+        summary = importer.finish()
+        # Chain the imported commits in the same transaction (ADR 0038).
+        driver = Driver(conn)
+        if driver.postgres:
+            driver.run(pg.sequence_restart(pg.COMMITS_SEQUENCE, summary.intents))
+        head = seal(driver)
+        importer.check_head(str(head))
+        return replace(summary, head=str(head))
 
 
 def _require_empty(conn: Connection) -> None:
@@ -200,6 +211,7 @@ class _Importer:
     counts: _Counts = field(default_factory=_Counts)
     number: int = 0
     seen_end: bool = False
+    end: tuple[int, object] = (0, None)
     in_ledger: bool = False
     next_ordinal: dict[str, int] = field(default_factory=dict)
     next_position: int = 0
@@ -254,6 +266,7 @@ class _Importer:
             _prove_header(number, obj)
         elif obj.get("type") == "end":
             _prove_end(number, obj, self.digest)
+            self.end = (number, obj.get("head"))
             self.seen_end = True
             return
         else:
@@ -289,6 +302,10 @@ class _Importer:
         prover = IntentProver(obj, self.lookup, self.next_ordinal, self.next_position)
         rows = prover.prove()
         for table, values in rows.tables:
+            if table is append_intents:
+                # Commit numbers follow the lines (the export's commit order),
+                # so the imported chain ends at the export's head (ADR 0038).
+                values = [{**v, "commit_seq": self.counts.intents} for v in values]
             if values:
                 self.conn.execute(insert(table), values)
         self.next_position = prover.next_position
@@ -385,6 +402,19 @@ class _Importer:
             },
         )
         self.counts.checkpoints += 1
+
+    def check_head(self, head: str) -> None:
+        """Refuse unless the imported chain ends at the head the export names.
+
+        Exports made before the head was written have none: nothing to check.
+        """
+        number, noted = self.end
+        if noted is not None and noted != head:
+            raise ImportRejectedError(
+                number,
+                f"the imported commits chain to head {head}, the export names "
+                f"{noted!r}: a line was edited or the export is not of this trace",
+            )
 
     def finish(self) -> ImportSummary:
         if self.number == 0:
@@ -539,7 +569,7 @@ def import_trace_to(
 def _has_trace_tables(url: str) -> bool:
     engine = postgres_engine(url)
     try:
-        with outages(), engine.connect() as conn:
+        with outages, engine.connect() as conn:
             return bool(inspect(conn).has_table(meta.name))
     finally:
         engine.dispose()

@@ -43,6 +43,7 @@ from goatherd.domain.records import (
     Record,
     RecordDraft,
     TraceSlice,
+    VisibilityProfile,
     VisibleRecord,
 )
 from goatherd.projections.errors import PayloadHiddenError, ProjectionInputError
@@ -296,6 +297,14 @@ def synthesize_cutoff(slice_: TraceSlice, target: str) -> Cut:
     return Cut("", target, last, slice_.facts_by_id[last].owner_ordinal)
 
 
+def _require_payloads(slice_: TraceSlice) -> None:
+    if slice_.visibility_profile == VisibilityProfile.SHAPE_ONLY:
+        raise PayloadHiddenError(
+            f"projection {EXECUTION_PROJECTION.name!r} requires payload-visible "
+            "facts; got a shape_only slice"
+        )
+
+
 def _path_records(slice_: TraceSlice, target: str) -> Iterable[VisibleRecord]:
     return (slice_.facts_by_id[rid] for rid in slice_.owner_paths.get(target, ()))
 
@@ -309,11 +318,12 @@ def project_execution(
     given, else the slice's frontier, else one synthesized from the path.
 
     Raises:
-        ProjectionModeError: unless the slice's mode filter is ``both`` and its
-            payloads are visible.
-        PayloadHiddenError: when the path holds a record shape.
+        PayloadHiddenError: a ``TypeError`` "requires payload-visible facts"
+            for a shape-only slice, or a record shape on the path.
+        ProjectionModeError: unless the slice's mode filter is ``both``.
         RecordDecodeError: a lifecycle record on the path does not decode.
     """
+    _require_payloads(slice_)
     ensure_projection_compatible(slice_, EXECUTION_PROJECTION)
     folded = reduce(
         fold_execution_record, _path_records(slice_, target), Execution(target)

@@ -177,6 +177,13 @@ class TestProjectExecution:
         with pytest.raises(ProjectionModeError, match="requires mode_filter='both'"):
             project_execution(slice_of(records, mode_filter="captures_only"), EXEC)
 
+    def test_a_shape_only_slice_raises_the_spec_s_type_error(self) -> None:
+        # kernel-spec sections 8 and 15: TypeError "requires payload-visible facts"
+        records = _created_and_started()
+        shapes = slice_of(records, visibility="shape_only")
+        with pytest.raises(TypeError, match="requires payload-visible facts"):
+            project_execution(shapes, EXEC)
+
     def test_a_shape_on_the_path_raises_a_type_error(self) -> None:
         created, started = _created_and_started()
         with pytest.raises(TypeError, match="requires payload-visible facts"):

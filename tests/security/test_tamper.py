@@ -5,9 +5,10 @@ Each case is an edit an attacker with write access to the database could make
 a plausible value of the right type, so that it is the cross-checks that catch
 it, not a type error. A second sweep (SQLite only: PostgreSQL enforces column
 types) writes a value of the wrong type into every column and expects a
-``well-formed`` problem naming ``table.column``. Edits that only the chained
-head digest can reveal are strict xfails until that lands: they start failing
-(and must be promoted) the day verify catches them.
+``well-formed`` problem naming ``table.column``. Edits no row can contradict
+(a commit time, a kind label) are caught by the chained head digest (ADR 0038).
+The few edits verify cannot see are strict xfails naming why: they start
+failing (and must be promoted) the day verify catches them.
 
 docs/reliability.md has the table of what each column's check is.
 """
@@ -39,8 +40,6 @@ from goatherd.infrastructure.store import (
 )
 from goatherd.infrastructure.store.schema import TRACE_TABLES
 from tests.security.tamper_trace import Ids, build
-
-CHAIN = "only the chained head digest can reveal this edit (issue 13 item 1)"
 
 
 @dataclass(frozen=True)
@@ -76,8 +75,8 @@ CASES: list[Case] = [
     Case(
         "meta",
         "value",
-        lambda i: ["UPDATE meta SET value = '9' WHERE key = 'next_commit_seq'"],
-        "next commit sequence 9",
+        lambda i: ["UPDATE meta SET value = '99' WHERE key = 'next_commit_seq'"],
+        "next commit sequence 99",
     ),
     # append_intents
     Case(
@@ -97,7 +96,6 @@ CASES: list[Case] = [
             " WHERE append_intent_id = 'demo:call:1'"
         ],
         "demo:call:1",
-        gap=CHAIN,
     ),
     Case(
         "append_intents",
@@ -117,7 +115,41 @@ CASES: list[Case] = [
             " WHERE append_intent_id = 'demo:call:1'"
         ],
         "demo:call:1",
-        gap=CHAIN,
+    ),
+    Case(
+        "append_intents",
+        "commit_seq",
+        lambda i: [
+            "UPDATE append_intents SET commit_seq = commit_seq + 100"
+            " WHERE append_intent_id = 'demo:call:1'"
+        ],
+        "demo:call:1",
+    ),
+    Case(
+        "append_intents",
+        "commit_digest",
+        lambda i: [
+            f"UPDATE append_intents SET commit_digest = {q(FORGED_HEX)}"
+            " WHERE append_intent_id = 'demo:call:1'"
+        ],
+        "demo:call:1",
+    ),
+    Case(
+        "append_intents",
+        "head_digest",
+        lambda i: [
+            f"UPDATE append_intents SET head_digest = {q(FORGED_HEX)}"
+            " WHERE append_intent_id = 'demo:call:1'"
+        ],
+        "demo:call:1",
+    ),
+    Case(
+        "append_intents",
+        "txid",
+        lambda i: [
+            "UPDATE append_intents SET txid = 7 WHERE append_intent_id = 'demo:call:1'"
+        ],
+        "transaction id",
     ),
     # contexts
     *[
@@ -254,6 +286,12 @@ CASES: list[Case] = [
         "edge rows",
     ),
     # path_entries
+    Case(
+        "path_entries",
+        "txid",
+        lambda i: [f"UPDATE path_entries SET txid = 7 WHERE record_id = {q(i.call)}"],
+        "transaction id",
+    ),
     Case(
         "path_entries",
         "path_ref",
@@ -528,8 +566,7 @@ EXTRA_CASES: list[Case] = [
             "UPDATE path_entries SET kind_label = 'tool:harmless'"
             f" WHERE record_id = {q(i.call)}"
         ],
-        "kind",
-        gap=CHAIN,
+        "intent 'demo:call:1'): what the commit wrote changed",
     ),
     Case(
         "checkpoint_snapshots",
@@ -679,15 +716,10 @@ def test_sqlite_verify_names_a_wrongly_typed_cell_in_every_column(
             "UPDATE path_entries SET position = 'x1' WHERE position = 1",
             "path_entries.position",
         ),
-        pytest.param(
+        (
             "UPDATE path_entries SET path_ref = CAST(X'6f74686572000a' AS TEXT)"
             " WHERE path_ref = 'other'",
             "contains NUL",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the store still appends NUL; verify names it once appends "
-                "refuse it (issue 13 item 4)",
-            ),
         ),
         (
             "UPDATE records SET schema_ref = CAST(X'ff' AS TEXT)"
@@ -722,7 +754,6 @@ def test_malformed_cells_are_named_not_raised(
     assert_named(verify_file(path), expect)
 
 
-@pytest.mark.xfail(strict=True, reason=CHAIN)
 def test_a_consistent_tail_truncation_is_named(
     pristine: tuple[Path, Ids], tmp_path: Path
 ) -> None:
@@ -762,7 +793,6 @@ def truncation(path: Path, intent: str) -> list[str]:
         "DELETE FROM owner_ordinals WHERE next_ordinal = 0",
         f"UPDATE meta SET value = CAST(CAST(value AS INTEGER) - {logged} AS TEXT)"
         " WHERE key = 'next_commit_seq'",
-        "DELETE FROM aggregate_snapshots",
         f"DELETE FROM record_edges WHERE child_record_id IN (SELECT record_id FROM"
         f" records WHERE append_intent_id = {q(intent)})",
         f"DELETE FROM path_entries WHERE append_intent_id = {q(intent)}",

@@ -2,9 +2,12 @@
 
 ``SQLiteTraceStore`` (a path or ``:memory:``), ``SqlAlchemyTraceStore`` (any
 engine, PostgreSQL included), ``open_trace_store`` (URL or path) and
-``open_trace_store_read_only`` (the viewer's opener).
+``open_trace_store_read_only`` (every read-only command's opener); the commit
+chain's ``TraceHead``/``ChainReport`` and the input ``AppendLimits``.
 """
 
+from goatherd.infrastructure.store.chain import ChainProblem, ChainReport, TraceHead
+from goatherd.infrastructure.store.limits import AppendLimits
 from goatherd.infrastructure.store.opening import (
     open_trace_store,
     open_trace_store_read_only,
@@ -18,11 +21,15 @@ from goatherd.infrastructure.store.store import (
 )
 
 __all__ = [
+    "AppendLimits",
+    "ChainProblem",
+    "ChainReport",
     "DEFAULT_CHECKPOINT_BLOB_LIMIT",
     "EffectPublisher",
     "METADATA",
     "SQLiteTraceStore",
     "SqlAlchemyTraceStore",
+    "TraceHead",
     "open_trace_store",
     "open_trace_store_read_only",
 ]

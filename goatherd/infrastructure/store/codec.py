@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
 from goatherd.domain.canonical import canonical_json_ascii_bytes
@@ -23,10 +25,13 @@ from goatherd.domain.records import (
 )
 
 __all__ = [
+    "decode_body",
     "decode_context",
+    "decode_envelope",
     "decode_receipt",
     "decode_record",
     "encode_receipt",
+    "encode_receipt_reference",
     "encode_refs",
     "storage_json",
 ]
@@ -51,18 +56,31 @@ def decode_record(
     Raises:
         TraceStoreError: a corrupt row (the reference's decode-time checks).
     """
+    envelope = decode_envelope(
+        record_id, digest, schema_ref, mode, witness_ref, caused_by_json
+    )
+    return envelope, RecordBody(payload=decode_body(body_json))
+
+
+def decode_envelope(
+    record_id: str,
+    digest: str,
+    schema_ref: str,
+    mode: str,
+    witness_ref: str,
+    caused_by_json: str,
+) -> RecordEnvelope:
+    """Decode the identity columns of a ``records`` row (everything but the body).
+
+    Raises:
+        TraceStoreError: a corrupt row (the reference's decode-time checks).
+    """
     if record_id != digest:
         raise TraceStoreError("record_id must equal digest")
     parents = _loads(caused_by_json, "caused_by_json")
     if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
         raise TraceStoreError("caused_by_json must decode to a list")
-    body = _loads(body_json, "body_json")
-    if not isinstance(body, dict):
-        raise TraceStoreError("body_json must decode to an object")
-    payload = body.get("payload", body.get("body", {}))
-    if not isinstance(payload, dict):
-        raise TraceStoreError("record payload must decode to an object")
-    envelope = RecordEnvelope(
+    return RecordEnvelope(
         record_id=record_id,
         digest=digest,
         schema_ref=schema_ref,
@@ -70,7 +88,21 @@ def decode_record(
         witness_ref=witness_ref,
         caused_by_record_ids=tuple(parents),
     )
-    return envelope, RecordBody(payload=payload)
+
+
+def decode_body(body_json: str) -> dict[str, Any]:
+    """Decode a ``records.body_json`` text into the record's payload.
+
+    Raises:
+        TraceStoreError: the text is not an object holding an object payload.
+    """
+    body = _loads(body_json, "body_json")
+    if not isinstance(body, dict):
+        raise TraceStoreError("body_json must decode to an object")
+    payload = body.get("payload", body.get("body", {}))
+    if not isinstance(payload, dict):
+        raise TraceStoreError("record payload must decode to an object")
+    return payload
 
 
 def decode_context(row: Mapping[Any, Any]) -> RetainedContext:
@@ -91,7 +123,39 @@ def decode_context(row: Mapping[Any, Any]) -> RetainedContext:
 
 
 def encode_receipt(receipt: AppendReceipt) -> str:
-    """Return the stored form of a receipt (kernel-spec 5.7)."""
+    """Return the stored form of a receipt (kernel-spec 5.7).
+
+    Written directly rather than through the canonical encoder: every string
+    in a receipt was already checked by the append's canonical encodings (the
+    intent and owner ids in the batch digest; the record and context ids are
+    hex digests), so only the ASCII quoting and the sorted layout remain. The
+    text equals ``storage_json`` of the receipt object (a property test pins it).
+    """
+    ranges = receipt.owner_ordinal_ranges
+    return "".join(
+        (
+            '{"append_intent_id":',
+            _quote(receipt.append_intent_id),
+            ',"causal_edges":[',
+            ",".join(f"[{_quote(p)},{_quote(c)}]" for p, c in receipt.causal_edges),
+            '],"commit_receipts":[',
+            ",".join(map(_quote, receipt.commit_receipts)),
+            '],"context_receipts":[',
+            ",".join(map(_quote, receipt.context_receipts)),
+            '],"fact_ids":[',
+            ",".join(map(_quote, receipt.fact_ids)),
+            '],"owner_ordinal_ranges":{',
+            ",".join(
+                f"{_quote(owner)}:[{int(ranges[owner][0])},{int(ranges[owner][1])}]"
+                for owner in sorted(ranges)
+            ),
+            "}}",
+        )
+    )
+
+
+def encode_receipt_reference(receipt: AppendReceipt) -> str:
+    """Return the stored form of a receipt through the canonical encoder."""
     return storage_json(
         {
             "append_intent_id": receipt.append_intent_id,
@@ -139,6 +203,14 @@ def encode_refs(refs: Sequence[str]) -> str:
     """Return the stored form of a context ref array."""
     if not refs:
         return "[]"
+    if type(refs) is tuple:
+        return _encode_ref_tuple(refs)
+    return storage_json(list(refs), root="refs")
+
+
+@lru_cache(maxsize=1024)
+def _encode_ref_tuple(refs: tuple[str, ...]) -> str:
+    # Most appends repeat a few ref tuples (an environment, an authority).
     return storage_json(list(refs), root="refs")
 
 

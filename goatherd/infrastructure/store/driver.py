@@ -34,6 +34,19 @@ class Driver:
         self._postgres = conn.dialect.name == "postgresql"
         self._raw: Any = conn.connection.driver_connection
 
+    @classmethod
+    def of(cls, raw: Any, *, postgres: bool) -> Driver:
+        """Return a driver over a bare DBAPI connection (sqlite3 or psycopg)."""
+        driver = cls.__new__(cls)
+        driver._postgres = postgres
+        driver._raw = raw
+        return driver
+
+    @property
+    def raw(self) -> Any:
+        """The DBAPI connection."""
+        return self._raw
+
     @property
     def postgres(self) -> bool:
         """Whether the connection is PostgreSQL (else SQLite)."""
@@ -50,6 +63,23 @@ class Driver:
         finally:
             cursor.close()
 
+    def rows_many(
+        self, queries: Sequence[tuple[str, Sequence[object]]]
+    ) -> list[list[Row]]:
+        """Return the rows of several queries (one round trip in a pipeline)."""
+        cursors = []
+        try:
+            for sql, params in queries:
+                cursor = self._raw.cursor()
+                cursors.append(cursor)
+                cursor.execute(self._sql(sql), tuple(params))
+            return [list(cursor.fetchall()) for cursor in cursors]
+        except UnicodeEncodeError as error:
+            raise _bad_text(error) from error
+        finally:
+            for cursor in cursors:
+                cursor.close()
+
     def run(self, sql: str, params: Sequence[object] = ()) -> int:
         """Execute one statement; return the number of rows it changed."""
         cursor = self._raw.cursor()
@@ -62,7 +92,11 @@ class Driver:
             cursor.close()
 
     def run_many(self, sql: str, rows: Sequence[Row]) -> int:
-        """Execute one statement once per row; return the rows changed in total."""
+        """Execute one statement once per row; return the rows changed in total.
+
+        The count is meaningless inside a PostgreSQL pipeline (the append
+        path's writes there do not use it).
+        """
         if not rows:
             return 0
         if len(rows) == 1:

@@ -15,20 +15,36 @@ PostgreSQL: a plain pooled engine; the append transaction serializes on the
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, inspect, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from goatherd.domain.errors import NotATraceStoreError, ReadRequestError
+from goatherd.domain.errors import (
+    NotATraceStoreError,
+    ReadRequestError,
+    StoreUnavailableError,
+)
+from goatherd.infrastructure.store.checkpointer import SAFETY_NET_PAGES
+from goatherd.infrastructure.store.migration import (
+    install_postgres_functions,
+    prepare_postgres,
+    upgrade_postgres,
+    upgrade_sqlite_file,
+)
 from goatherd.infrastructure.store.schema import (
+    META_HEAD,
     META_NEXT_COMMIT,
     META_SCHEMA,
     METADATA,
+    SCHEMA_V1,
     SCHEMA_VERSION,
     meta,
 )
@@ -36,6 +52,7 @@ from goatherd.infrastructure.store.schema import (
 __all__ = [
     "DURABILITY_LEVELS",
     "WRITE_OPTION",
+    "begin_immediate",
     "ensure_schema",
     "postgres_engine",
     "sqlite_engine",
@@ -95,72 +112,228 @@ def sqlite_engine(
         f"PRAGMA busy_timeout={timeout_ms}",
         "PRAGMA journal_mode=WAL",
         f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}",
+        # The store's WalCheckpointer thread copies the WAL back; SQLite's own
+        # checkpoint at COMMIT stays only as a safety net (checkpointer.py).
+        f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}",
     )
-    _install_sqlite_hooks(engine, pragmas=pragmas)
+    _install_sqlite_hooks(engine, pragmas=pragmas, timeout_ms=timeout_ms)
     _install_text_guard(engine)
     return engine
 
 
-def sqlite_read_only_engine(path: str) -> Engine:
-    """Return an engine that opens an existing SQLite file read-only (``mode=ro``).
+def sqlite_read_only_engine(path: str, *, live: bool = False) -> Engine:
+    """Return an engine that reads an existing SQLite trace and never writes.
+
+    Works on a read-only file or directory, and creates no ``-wal``/``-shm``
+    files of its own:
+
+    - a ``-wal`` file exists (a writer is at work, or left changes not yet
+      copied back): ``mode=ro``, which reads through the WAL and the writer's
+      ``-shm`` (even read-only ones);
+    - no ``-wal``: the file holds every commit; ``immutable=1`` reads it with
+      no locks and no side files. Such a store does not see commits a writer
+      makes after it opened, and must not stay open while a writer works
+      (``live=True`` is for that: ``mode=ro`` always, which in a writable
+      directory leaves the ``-wal``/``-shm`` SQLite needs for it).
 
     Raises:
-        NotATraceStoreError: the file is missing or empty.
+        NotATraceStoreError: the file is missing, empty, or a directory.
+        StoreUnavailableError: the WAL holds changes this user cannot read
+            (a read-only directory with no ``-shm``).
     """
     file = Path(path)
-    if not file.is_file():
-        raise NotATraceStoreError(f"no trace database at {path}: file not found")
-    if file.stat().st_size == 0:
-        raise NotATraceStoreError(f"{path} is empty, not a trace database")
-    uri = "file:" + quote(os.fspath(file.resolve())) + "?mode=ro"
+    wal = Path(f"{file}-wal")
+    try:
+        if file.is_dir():
+            raise NotATraceStoreError(f"{path} is a directory, not a trace database")
+        if not file.is_file():
+            raise NotATraceStoreError(f"no trace database at {path}: file not found")
+        if file.stat().st_size == 0:
+            raise NotATraceStoreError(f"{path} is empty, not a trace database")
+        resolved = quote(os.fspath(file.resolve()))
+        mode = "mode=ro" if live or wal.exists() else "immutable=1"
+    except OSError as error:
+        raise StoreUnavailableError(
+            f"cannot open {path} read-only: {error.strerror or error}"
+        ) from error
+    uri = f"file:{resolved}?{mode}"
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
+    _probe(connect, path, wal)
     engine = create_engine("sqlite://", creator=connect)
     _install_sqlite_hooks(engine, pragmas=(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",))
     _install_text_guard(engine)
     return engine
 
 
-def postgres_engine(url: str, **options: Any) -> Engine:
-    """Return a pooled engine for a ``postgresql+psycopg://`` URL."""
+def _probe(connect: Any, path: str, wal: Path) -> None:
+    try:
+        probe = connect()
+    except sqlite3.OperationalError as error:
+        raise StoreUnavailableError(
+            f"cannot open {path} read-only: {' '.join(str(error).split())}"
+        ) from error
+    try:
+        probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as error:
+        if _not_a_database(error):
+            raise NotATraceStoreError(
+                f"{path} is not a usable trace database: {error}"
+            ) from error
+        raise StoreUnavailableError(
+            f"cannot read {path}: {' '.join(str(error).split())}"
+            + (
+                " (its WAL holds changes; open it once where the directory is writable)"
+                if wal.exists()
+                else ""
+            )
+        ) from error
+    finally:
+        probe.close()
+
+
+def postgres_engine(url: str, *, read_only: bool = False, **options: Any) -> Engine:
+    """Return a pooled engine for a ``postgresql+psycopg://`` URL.
+
+    ``read_only``: every session is ``default_transaction_read_only``, so the
+    server itself refuses a write.
+    """
     options.setdefault("pool_pre_ping", True)
+    if read_only:
+        # Keep the URL's own server options (a search_path, say): connect_args
+        # would replace them.
+        parsed = make_url(url)
+        flags = parsed.query.get("options", "")
+        if not isinstance(flags, str):
+            flags = " ".join(flags)
+        read_only_flag = "-c default_transaction_read_only=on"
+        url = parsed.update_query_dict(
+            {"options": f"{flags} {read_only_flag}".strip()}
+        ).render_as_string(hide_password=False)
     engine = create_engine(url, **options)
     _install_text_guard(engine)
     return engine
 
 
-def ensure_schema(engine: Engine) -> None:
-    """Create the trace schema if absent and seed ``meta``; refuse a foreign database.
+def ensure_schema(engine: Engine, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> str:
+    """Create the v2 schema if absent, upgrade a v1 trace; refuse anything else.
+
+    Returns:
+        The schema marker now stored (always :data:`SCHEMA_VERSION`).
 
     Raises:
-        NotATraceStoreError: a SQLite database holding other tables but no
-            trace schema, or a file SQLite cannot read.
+        NotATraceStoreError: a database holding other tables but no trace
+            schema, an unknown schema marker (a newer goatherd's, say), or a
+            file SQLite cannot read.
     """
-    with _Translate(engine), engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
-        tables = set(inspect(conn).get_table_names())
-        if conn.dialect.name == "sqlite" and tables and meta.name not in tables:
+    with _Translate(engine):
+        if engine.dialect.name == "postgresql":
+            return _ensure_postgres(engine)
+        return _ensure_sqlite(engine, busy_timeout_ms)
+
+
+def _ensure_sqlite(engine: Engine, busy_timeout_ms: int) -> str:
+    marker = _read_marker(engine)
+    if marker == SCHEMA_V1:
+        assert engine.url.database
+        upgrade_sqlite_file(engine.url.database, busy_timeout_ms)
+        marker = _read_marker(engine)
+    if marker is None:
+        with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
+            marker = _create_if_empty(conn)
+    return _accept(engine, marker)
+
+
+def _ensure_postgres(engine: Engine) -> str:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
+        marker = _marker_in(conn)
+        if marker == SCHEMA_V1:
+            upgrade_postgres(conn)
+            marker = SCHEMA_VERSION
+        elif marker is None:
+            marker = _create_if_empty(conn)
+            if marker == SCHEMA_VERSION:
+                prepare_postgres(conn)
+        elif marker == SCHEMA_VERSION:
+            install_postgres_functions(conn)
+    return _accept(engine, marker)
+
+
+def _read_marker(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        marker = _marker_in(conn)
+        conn.rollback()
+    return marker
+
+
+def _marker_in(conn: Connection) -> str | None:
+    tables = set(inspect(conn).get_table_names())
+    if meta.name not in tables:
+        if tables and conn.dialect.name == "sqlite":
             raise NotATraceStoreError(
-                f"{engine.url.database} is not a goatherd trace store "
+                f"{conn.engine.url.database} is not a goatherd trace store "
                 f"(it holds other tables: {', '.join(sorted(tables)[:5])})"
             )
-        METADATA.create_all(conn, checkfirst=True)
-        _seed_meta(conn)
+        return None
+    value = conn.execute(
+        select(meta.c.value).where(meta.c.key == META_SCHEMA)
+    ).scalar_one_or_none()
+    return "" if value is None else str(value)
 
 
-def verify_schema(engine: Engine) -> None:
-    """Check, without writing, that the database holds the complete trace schema.
+def _create_if_empty(conn: Connection) -> str:
+    marker = _marker_in(conn)
+    if marker is not None:
+        return marker
+    METADATA.create_all(conn, checkfirst=True)
+    _seed_meta(conn)
+    return SCHEMA_VERSION
+
+
+def _accept(engine: Engine, marker: str | None) -> str:
+    if marker != SCHEMA_VERSION:
+        raise NotATraceStoreError(
+            f"{engine.url.database or 'the database'} has trace schema marker "
+            f"{marker!r}; this goatherd reads {SCHEMA_V1!r} and writes "
+            f"{SCHEMA_VERSION!r} (a newer goatherd wrote it?)"
+        )
+    return marker
+
+
+def verify_schema(engine: Engine) -> str:
+    """Check, without writing, that the database holds a complete trace schema.
+
+    Returns:
+        The schema marker: :data:`SCHEMA_VERSION`, or :data:`SCHEMA_V1` for a
+        trace not yet upgraded (its reads work unchanged).
 
     Raises:
-        NotATraceStoreError: a missing table or column, a missing schema marker,
-            or a file that is not a database.
+        NotATraceStoreError: a missing table or column, a missing or unknown
+            schema marker, or a file that is not a database.
     """
     with _Translate(engine), engine.connect() as conn:
         inspector = inspect(conn)
         tables = set(inspector.get_table_names())
+        marker = (
+            conn.execute(
+                select(meta.c.value).where(meta.c.key == META_SCHEMA)
+            ).scalar_one_or_none()
+            if meta.name in tables
+            else None
+        )
+        if marker not in (SCHEMA_VERSION, SCHEMA_V1):
+            missing = [t.name for t in METADATA.sorted_tables if t.name not in tables]
+            if missing:
+                raise NotATraceStoreError(
+                    f"{engine.url.database or 'database'} is not a goatherd trace "
+                    f"store: table {missing[0]!r} is missing"
+                )
+            raise NotATraceStoreError(
+                f"unexpected trace schema marker {marker!r} (want {SCHEMA_VERSION!r})"
+            )
         for table in METADATA.sorted_tables:
             if table.name not in tables:
                 raise NotATraceStoreError(
@@ -168,26 +341,30 @@ def verify_schema(engine: Engine) -> None:
                     f"store: table {table.name!r} is missing"
                 )
             columns = {c["name"] for c in inspector.get_columns(table.name)}
-            absent = sorted(set(table.columns.keys()) - columns)
+            wanted = set(table.columns.keys())
+            if marker == SCHEMA_V1:
+                wanted -= _V2_COLUMNS
+            absent = sorted(wanted - columns)
             if absent:
                 raise NotATraceStoreError(
                     f"table {table.name!r} lacks columns: {', '.join(absent)}"
                 )
-        marker = conn.execute(
-            select(meta.c.value).where(meta.c.key == META_SCHEMA)
-        ).scalar_one_or_none()
-        if marker != SCHEMA_VERSION:
-            raise NotATraceStoreError(
-                f"unexpected trace schema marker {marker!r} (want {SCHEMA_VERSION!r})"
-            )
         conn.rollback()
+    return str(marker)
+
+
+_V2_COLUMNS = frozenset({"commit_seq", "commit_digest", "head_digest", "txid"})
 
 
 def _seed_meta(conn: Connection) -> None:
     present = set(conn.execute(select(meta.c.key)).scalars())
     rows = [
         {"key": key, "value": value}
-        for key, value in ((META_SCHEMA, SCHEMA_VERSION), (META_NEXT_COMMIT, "0"))
+        for key, value in (
+            (META_SCHEMA, SCHEMA_VERSION),
+            (META_NEXT_COMMIT, "0"),
+            (META_HEAD, "0"),
+        )
         if key not in present
     ]
     if rows:
@@ -220,7 +397,9 @@ def _classify_sqlite_file(path: str) -> None:
         )
 
 
-def _install_sqlite_hooks(engine: Engine, *, pragmas: tuple[str, ...]) -> None:
+def _install_sqlite_hooks(
+    engine: Engine, *, pragmas: tuple[str, ...], timeout_ms: int = BUSY_TIMEOUT_MS
+) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -236,9 +415,47 @@ def _install_sqlite_hooks(engine: Engine, *, pragmas: tuple[str, ...]) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         # Straight on the driver: a SQLAlchemy execution here costs more than
         # the BEGIN itself, on every read and every append.
-        conn.connection.driver_connection.execute(  # type: ignore[union-attr]
-            "BEGIN IMMEDIATE" if write else "BEGIN"
-        )
+        raw = conn.connection.driver_connection
+        if write:
+            begin_immediate(raw, timeout_ms)
+        else:
+            raw.execute("BEGIN")  # type: ignore[union-attr]
+
+
+def begin_immediate(raw: Any, timeout_ms: int) -> None:
+    """Send ``BEGIN IMMEDIATE``, waiting for another writer at most ``timeout_ms``.
+
+    The store's held writer connection runs with ``busy_timeout=0`` and waits
+    here instead: SQLite's own busy handler sleeps 1, 2, 5, ... up to 100 ms
+    between attempts, so writer processes that contend for the lock (held
+    well under a millisecond per commit) mostly slept while it was free. This
+    loop retries after 50 us, doubling to 2 ms, with jitter.
+
+    Raises:
+        sqlite3.OperationalError: still locked after ``timeout_ms``.
+    """
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+        return
+    except sqlite3.OperationalError as error:
+        if not _locked(error):
+            raise
+    deadline = time.monotonic() + timeout_ms / 1000
+    delay = 50e-6
+    while True:
+        time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter only
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as error:
+            if not _locked(error) or time.monotonic() >= deadline:
+                raise
+        delay = min(delay * 2, 0.002)
+
+
+def _locked(error: sqlite3.OperationalError) -> bool:
+    message = str(error)
+    return "locked" in message or "busy" in message
 
 
 def _install_text_guard(engine: Engine) -> None:

@@ -20,6 +20,9 @@ from goatherd.infrastructure.store.engine import (
     sqlite_read_only_engine,
     verify_schema,
 )
+from goatherd.infrastructure.store.limits import DEFAULT_LIMITS
+from goatherd.infrastructure.store.outages import outages
+from goatherd.infrastructure.store.reader import DEFAULT_CACHE_BYTES
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore, SQLiteTraceStore
 
 __all__ = ["open_trace_store", "open_trace_store_read_only"]
@@ -32,7 +35,9 @@ def open_trace_store(
 
     Args:
         url: a SQLAlchemy URL or a bare filesystem path.
-        **options: ``durability`` for SQLite; engine options for PostgreSQL.
+        **options: ``durability``, ``busy_timeout_ms`` for SQLite; engine
+            options for PostgreSQL; ``cache_bytes`` and ``limits``
+            (``AppendLimits``) for both.
 
     Raises:
         ValueError: an unsupported URL scheme.
@@ -41,38 +46,56 @@ def open_trace_store(
     kind, location = _locate(url)
     if kind == "sqlite":
         return SQLiteTraceStore(location, **options)
+    cache_bytes = options.pop("cache_bytes", DEFAULT_CACHE_BYTES)
+    limits = options.pop("limits", DEFAULT_LIMITS)
     engine = postgres_engine(location, **options)
     try:
-        ensure_schema(engine)
+        with outages:
+            ensure_schema(engine)
     except BaseException:
         engine.dispose()
         raise
-    return SqlAlchemyTraceStore(engine)
+    store = SqlAlchemyTraceStore(engine, cache_bytes=cache_bytes, limits=limits)
+    try:
+        store._link_if_needed()
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def open_trace_store_read_only(
-    path_or_url: str | os.PathLike[str],
+    path_or_url: str | os.PathLike[str], *, live: bool = False
 ) -> SqlAlchemyTraceStore:
     """Open an existing trace store without ever writing to it.
 
-    Every write method of the returned store raises ``ReadOnlyStoreError``.
+    The one call for every command that only reads (``stats``, ``log``,
+    ``show``, ``verify``, ``recover``, ``export``, the trace UI). On SQLite it
+    works in a read-only directory or on a read-only file and creates no
+    ``-wal``/``-shm`` files; ``live=True`` (a viewer that stays open while
+    writers work) always reads through the WAL (``engine.sqlite_read_only_engine``
+    says what each mode does). On PostgreSQL every session is read-only. A
+    schema v1 trace is read as it is, never upgraded. Every write method of
+    the returned store raises ``ReadOnlyStoreError``.
 
     Raises:
         NotATraceStoreError: a missing, empty, corrupt or foreign database.
+        StoreUnavailableError: the database cannot be reached or read.
     """
     kind, location = _locate(path_or_url)
     if kind == "sqlite":
         if location == ":memory:":
             raise ValueError("a read-only store needs a database file, not :memory:")
-        engine = sqlite_read_only_engine(location)
+        engine = sqlite_read_only_engine(location, live=live)
     else:
-        engine = postgres_engine(location)
+        engine = postgres_engine(location, read_only=True)
     try:
-        verify_schema(engine)
+        with outages:
+            marker = verify_schema(engine)
     except BaseException:
         engine.dispose()
         raise
-    return SqlAlchemyTraceStore(engine, read_only=True)
+    return SqlAlchemyTraceStore(engine, read_only=True, schema=marker)
 
 
 def _locate(url: str | os.PathLike[str]) -> tuple[str, str]:

@@ -1,10 +1,18 @@
-"""Prepare an append: shape checks, batch digest, contexts, witnesses, staging.
+"""Prepare an append before its transaction: shapes, encodings, digests and ids.
 
 This is the pure half of ``append`` and ``preview_record_ids`` (kernel-spec
-5.1-5.3): given a batch, its operation context and what the store already
-holds (fetched set-wise beforehand into a :class:`StoredState`), compute every
-id, ordinal, commit number, context and witness the append would write. It
-performs no I/O; the writer persists the resulting :class:`AppendPlan`.
+5.1-5.3). :func:`prepare` checks a batch's shape, encodes every payload once,
+computes the batch digest, the new contexts and their witnesses, and every
+record id whose witness it can know without the store (all of them unless a
+group reuses a context this process has not seen). It runs before the append
+joins the commit queue, so that the hashing of concurrent appends overlaps
+the transaction of the appends before them. ``staging.py`` finishes the plan
+against what the store holds.
+
+Errors that the kernel raises only after the intent lookup (an unknown local
+ref, a duplicate parent, a bad witness body: kernel-spec 5.1 step 6) are kept
+in :attr:`Prepared.deferred` and raised by staging after that lookup, so the
+order of errors is the reference's.
 """
 
 from __future__ import annotations
@@ -12,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
+from typing import Protocol
 
 from goatherd.domain.canonical import (
     CANONICAL_PREFIX,
@@ -22,7 +31,7 @@ from goatherd.domain.canonical import (
     sha256_hex,
 )
 from goatherd.domain.contexts import OperationContext
-from goatherd.domain.errors import BatchShapeError, TraceStoreError, UnknownFactError
+from goatherd.domain.errors import BatchShapeError, DomainError, TraceStoreError
 from goatherd.domain.identity import (
     RECORD_MODES,
     ROOT_WITNESS_SCHEMA_REF,
@@ -36,46 +45,70 @@ from goatherd.domain.records import (
     WITNESS_OWNER,
     AppendBatch,
     AppendGroup,
-    AppendReceipt,
     RecordDraft,
     RetainedContext,
     RetainedContextDraft,
 )
 from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.limits import (
+    DEFAULT_LIMITS,
+    AppendLimits,
+    check_batch,
+    check_payload_size,
+)
 
 __all__ = [
-    "AppendPlan",
+    "ContextLookup",
     "ContextRequest",
+    "DraftIds",
     "NormalizedDraft",
-    "StagedRecord",
+    "Prepared",
+    "PreparedGroup",
+    "ROOT_WITNESS",
     "StagedWitness",
-    "StoredState",
     "batch_digest",
     "context_requests",
     "explicit_parents",
-    "plan_append",
+    "group_context",
+    "legacy_digest",
+    "prepare",
+    "resolve_ids",
     "validate_batch",
+    "witness_for_context",
 ]
 
-ROOT_WITNESS_ID = root_witness_record_id()
-ROOT_WITNESS_BODY_JSON = storage_json({"payload": root_witness_body()})
+
+class ContextLookup(Protocol):
+    """Retained contexts by id (a mapping, or the store's bounded cache)."""
+
+    def get(self, key: str, /) -> RetainedContext | None:
+        """Return the context stored under ``key``, or ``None``."""
+        ...
+
+    def __contains__(self, key: object, /) -> bool:
+        """Whether a context is stored under ``key``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class NormalizedDraft:
-    """A draft whose payload went through a storage-JSON round trip (quirk 18.1).
+    """A draft with its payload encoded once (quirk 18.1).
 
     Attributes:
         draft: the caller's draft.
-        payload: the payload parsed back from its storage JSON.
         payload_json: the payload's storage-flavour JSON (stored, batch digest).
         digest_json: the payload's digest-flavour JSON (the record id input).
     """
 
     draft: RecordDraft
-    payload: dict[str, object]
     payload_json: str
     digest_json: str
+
+    @property
+    def payload(self) -> dict[str, object]:
+        """The payload as the store keeps it (parsed back from its storage JSON)."""
+        value: dict[str, object] = json.loads(self.payload_json)
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,25 +129,6 @@ class ContextRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredState:
-    """What the store holds that preparation needs, fetched before planning.
-
-    Attributes:
-        next_ordinals: stored next ordinal per owner (absent = 0).
-        contexts: stored contexts by id (reused ids and new ids, for clashes).
-        existing_parents: explicit parent ids known to exist as records.
-        next_commit: the stored global commit sequence.
-        check_parents: ``False`` for preview, which does not check parents.
-    """
-
-    next_ordinals: Mapping[str, int] = field(default_factory=dict)
-    contexts: Mapping[str, RetainedContext] = field(default_factory=dict)
-    existing_parents: frozenset[str] = frozenset()
-    next_commit: int = 0
-    check_parents: bool = True
-
-
-@dataclass(frozen=True, slots=True)
 class StagedWitness:
     """A witness the batch relies on (inserted only if it is missing)."""
 
@@ -127,57 +141,262 @@ class StagedWitness:
 
 
 @dataclass(frozen=True, slots=True)
-class StagedRecord:
-    """One draft, resolved: its record and the path entry the append adds."""
+class PreparedGroup:
+    """One non-empty group: its owner, context and normalized drafts."""
 
-    record_id: str
-    schema_ref: str
-    mode: str
-    witness_ref: str
-    parents: tuple[str, ...]
-    payload: dict[str, object]
-    body_json: str
     owner: str
-    ordinal: int
-    context_id: str
-    kind_label: str
-    position: int
+    context: ContextRequest
+    drafts: tuple[NormalizedDraft, ...]
+    causal_parents: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class AppendPlan:
-    """Everything one append writes, in persistence order (kernel-spec 5.4)."""
+class DraftIds:
+    """The record id and the ordered parents of one draft, in batch order."""
 
-    receipt: AppendReceipt
-    new_contexts: tuple[RetainedContext, ...]
-    witnesses: tuple[StagedWitness, ...]
-    staged: tuple[StagedRecord, ...]
-    next_ordinals: Mapping[str, int]
-    next_commit: int
+    record_id: str
+    parents: tuple[str, ...]
 
 
-def validate_batch(batch: AppendBatch) -> tuple[tuple[NormalizedDraft, ...], ...]:
-    """Check a batch's shape and normalize every payload (kernel-spec 5.1 step 3).
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A shape-checked batch with everything computable before the transaction.
+
+    Attributes:
+        context: the operation context (write trust already checked).
+        batch: the caller's batch.
+        digest: the batch digest (kernel-spec 5.2).
+        groups: the non-empty groups, in batch order.
+        owners: every owner a group names (empty groups too), first-seen order.
+        parents: the parent ids the batch names directly (checked to exist).
+        ids: each draft's id and parents, or ``None`` until reused contexts
+            are known.
+        deferred: a preparation error to raise after the intent lookup.
+    """
+
+    context: OperationContext
+    batch: AppendBatch
+    digest: str
+    groups: tuple[PreparedGroup, ...]
+    owners: tuple[str, ...]
+    parents: tuple[str, ...]
+    ids: tuple[DraftIds, ...] | None
+    deferred: DomainError | None = None
+
+    intent_id: str = ""
+    """The batch's append intent id (set by :func:`prepare`)."""
+
+    def reused_contexts(self) -> tuple[str, ...]:
+        """The ids of the stored contexts this batch reuses."""
+        return tuple(
+            g.context.reuse_id for g in self.groups if g.context.reuse_id is not None
+        )
+
+
+ROOT_WITNESS_ID = root_witness_record_id()
+ROOT_WITNESS_BODY_JSON = storage_json({"payload": root_witness_body()})
+ROOT_WITNESS = StagedWitness(
+    record_id=ROOT_WITNESS_ID,
+    schema_ref=ROOT_WITNESS_SCHEMA_REF,
+    kind_label="witness_root",
+    payload=root_witness_body(),
+    body_json=ROOT_WITNESS_BODY_JSON,
+    witness_ref="",
+)
+
+
+def prepare(
+    context: OperationContext,
+    batch: AppendBatch,
+    contexts: ContextLookup,
+    limits: AppendLimits = DEFAULT_LIMITS,
+) -> Prepared:
+    """Shape-check ``batch`` and compute what it can without the store.
+
+    Args:
+        context: the append's operation context.
+        batch: the batch.
+        contexts: retained contexts already known (for reused context ids).
+        limits: the store's input limits.
+
+    Raises:
+        BatchShapeError, CanonicalEncodingError: the field checks of
+            ``limits.py`` and the shape checks of kernel-spec 5.1 step 3
+            (raised at once).
+    """
+    normalized = validate_batch(batch, limits)
+    digest = batch_digest(context, batch, normalized)
+    requests = {r.group_index: r for r in context_requests(context, batch)}
+    groups = tuple(
+        PreparedGroup(g.trace_owner_id, requests[i], normalized[i], g.causal_parents)
+        for i, g in enumerate(batch.groups)
+        if normalized[i]
+    )
+    owners = tuple(dict.fromkeys(g.trace_owner_id for g in batch.groups))
+    prepared = Prepared(
+        context,
+        batch,
+        digest,
+        groups,
+        owners,
+        explicit_parents(batch),
+        None,
+        intent_id=batch.append_intent_id,
+    )
+    if any(g.context.reuse_id not in contexts for g in groups if g.context.new is None):
+        return prepared
+    try:
+        ids = resolve_ids(prepared, contexts)
+    except (BatchShapeError, TraceStoreError, ValueError) as error:
+        deferred = error if isinstance(error, DomainError) else _as_domain(error)
+        return _with(prepared, None, deferred)
+    return _with(prepared, ids, None)
+
+
+def _with(
+    prepared: Prepared, ids: tuple[DraftIds, ...] | None, deferred: DomainError | None
+) -> Prepared:
+    return Prepared(
+        prepared.context,
+        prepared.batch,
+        prepared.digest,
+        prepared.groups,
+        prepared.owners,
+        prepared.parents,
+        ids,
+        deferred,
+        prepared.intent_id,
+    )
+
+
+def _as_domain(error: ValueError) -> DomainError:
+    wrapped = BatchShapeError(str(error))
+    wrapped.__cause__ = error
+    return wrapped
+
+
+def group_context(group: PreparedGroup, contexts: ContextLookup) -> RetainedContext:
+    """Return the retained context of ``group`` (new, or reused from ``contexts``).
+
+    Raises:
+        TraceStoreError: ``unknown context id: X``.
+    """
+    if group.context.new is not None:
+        return group.context.new
+    found = contexts.get(group.context.context_id)
+    if found is None:
+        raise TraceStoreError(f"unknown context id: {group.context.context_id}")
+    return found
+
+
+def resolve_ids(prepared: Prepared, contexts: ContextLookup) -> tuple[DraftIds, ...]:
+    """Compute every draft's record id and ordered parents (kernel-spec 5.3).
+
+    Raises:
+        TraceStoreError: an unknown context id or append-local causal ref.
+        BatchShapeError: a duplicate causal parent.
+        RecordInputError: a bad witness body, or a draft using the root schema.
+    """
+    actor = prepared.context.actor_ref
+    local: dict[str, str] = {}
+    out: list[DraftIds] = []
+    for group in prepared.groups:
+        witness = witness_for_context(actor, group_context(group, contexts)).record_id
+        for item in group.drafts:
+            draft = item.draft
+            parents = _parents(group.causal_parents, draft, local)
+            record_id = _record_id(item, parents, witness)
+            if draft.append_local_id is not None:
+                local[draft.append_local_id] = record_id
+            out.append(DraftIds(record_id, parents))
+    return tuple(out)
+
+
+def _parents(
+    group_parents: tuple[str, ...], draft: RecordDraft, local: dict[str, str]
+) -> tuple[str, ...]:
+    resolved = []
+    for ref in draft.caused_by_local_refs:
+        found = local.get(ref)
+        if found is None:
+            raise TraceStoreError(f"append-local causal parent does not exist: {ref}")
+        resolved.append(found)
+    parents = (*group_parents, *draft.caused_by_fact_ids, *resolved)
+    if len(set(parents)) != len(parents):
+        seen: set[str] = set()
+        for parent in parents:
+            if parent in seen:
+                raise BatchShapeError(f"duplicate causal parent: {parent}")
+            seen.add(parent)
+    return parents
+
+
+def witness_for_context(actor_ref: str, retained: RetainedContext) -> StagedWitness:
+    """Return the ordinary witness of ``actor_ref`` under ``retained`` (3.4).
+
+    Raises:
+        RecordInputError: a bad containment or an empty substrate.
+    """
+    return _witness_for(
+        actor_ref,
+        retained.capability_witness_refs,
+        retained.active_binding_refs,
+        retained.semantic_environment_refs,
+        retained.visibility_policy_refs,
+        retained.substrate_ref,
+        retained.containment,
+    )
+
+
+# ------------------------------------------------------------------ shapes
+
+
+def validate_batch(
+    batch: AppendBatch,
+    limits: AppendLimits = DEFAULT_LIMITS,
+    *,
+    legacy_del: bool = False,
+) -> tuple[tuple[NormalizedDraft, ...], ...]:
+    """Check a batch's fields and shape, and encode every payload (5.1 step 3).
+
+    ``legacy_del``: keep a raw DEL (U+007F) in the storage JSON, as versions
+    before schema v2 did (only to recognize their stored batch digests).
 
     Returns:
         the normalized drafts of each group, in batch order.
 
     Raises:
-        BatchShapeError: the reference's shape errors, and a group targeting
-            the witness owner path (quirk 18.15).
+        BatchShapeError: a field of the wrong type, with NUL, or over its
+            limit; the reference's shape errors; a group targeting the
+            witness owner path (quirk 18.15).
         CanonicalTypeError: a payload value JSON cannot hold.
         CanonicalValueError: NaN, an infinity or a lone surrogate in a payload.
     """
+    check_batch(batch, limits)
     if not batch.append_intent_id:
         raise BatchShapeError("append_intent_id is required")
     if batch.atomicity != "atomic":
         raise BatchShapeError("SQLiteTraceStore only supports atomic append batches")
     local_ids: set[str] = set()
-    return tuple(_validate_group(group, local_ids) for group in batch.groups)
+    groups = tuple(
+        _validate_group(group, local_ids, f"groups[{index}]", limits, legacy_del)
+        for index, group in enumerate(batch.groups)
+    )
+    total = sum(len(item.payload_json) for group in groups for item in group)
+    if total > limits.batch_payload_bytes:
+        raise BatchShapeError(
+            f"the batch's payloads are {total} bytes of JSON, over the store's "
+            f"{limits.batch_payload_bytes}-byte batch limit; append them in parts"
+        )
+    return groups
 
 
 def _validate_group(
-    group: AppendGroup, local_ids: set[str]
+    group: AppendGroup,
+    local_ids: set[str],
+    path: str,
+    limits: AppendLimits,
+    legacy_del: bool,
 ) -> tuple[NormalizedDraft, ...]:
     if not group.trace_owner_id:
         raise BatchShapeError("trace_owner_id is required")
@@ -186,10 +405,21 @@ def _validate_group(
             f"cannot append to the witness owner path {WITNESS_OWNER!r}: "
             "the store alone retains witnesses there"
         )
-    return tuple(_validate_draft(draft, local_ids) for draft in group.fact_drafts)
+    return tuple(
+        _validate_draft(
+            draft, local_ids, f"{path}.fact_drafts[{index}]", limits, legacy_del
+        )
+        for index, draft in enumerate(group.fact_drafts)
+    )
 
 
-def _validate_draft(draft: RecordDraft, local_ids: set[str]) -> NormalizedDraft:
+def _validate_draft(
+    draft: RecordDraft,
+    local_ids: set[str],
+    path: str,
+    limits: AppendLimits,
+    legacy_del: bool,
+) -> NormalizedDraft:
     if draft.mode not in RECORD_MODES:
         raise BatchShapeError("fact mode must be 'capture' or 'declaration'")
     if draft.append_local_id is not None:
@@ -198,27 +428,43 @@ def _validate_draft(draft: RecordDraft, local_ids: set[str]) -> NormalizedDraft:
         local_ids.add(draft.append_local_id)
     if not draft.schema_ref:
         raise BatchShapeError("schema_ref is required")
-    if not isinstance(draft.payload, Mapping):
+    payload = draft.payload
+    if not isinstance(payload, Mapping):
         raise BatchShapeError(
-            f"fact payload must be a JSON object, got {type(draft.payload).__name__}"
+            f"fact payload must be a JSON object, got {type(payload).__name__}"
         )
     # One strict encoding serves the stored JSON, the batch digest and the
-    # record id: both flavours differ only in how non-ASCII text is written,
-    # and a parsed-back payload encodes to the same text (floats and ints
-    # print as they parse, keys stay sorted), so the round trip of quirk
-    # 18.1 changes no byte of either.
-    value = dict(draft.payload)
+    # record id: both flavours differ only in how text outside printable
+    # ASCII is written (the storage flavour escapes non-ASCII and DEL,
+    # U+007F), and a parsed-back payload encodes to the same text (floats
+    # and ints print as they parse, keys stay sorted), so the round trip of
+    # quirk 18.1 changes no byte of either.
+    value = payload if type(payload) is dict else dict(payload)
     digest_json = canonical_json_text(value, root="payload")
-    if digest_json.isascii():
+    if digest_json.isascii() and (legacy_del or "\x7f" not in digest_json):
         payload_json = digest_json
     else:
         payload_json = storage_json(value, root="payload")
-    return NormalizedDraft(
-        draft=draft,
-        payload=json.loads(payload_json),
-        payload_json=payload_json,
-        digest_json=digest_json,
-    )
+    check_payload_size(path, len(payload_json), limits)
+    return NormalizedDraft(draft, payload_json, digest_json)
+
+
+def legacy_digest(prepared: Prepared) -> str | None:
+    """Return the batch digest versions before schema v2 stored, if it differs.
+
+    They kept a raw DEL (U+007F) in the storage JSON of an otherwise ASCII
+    payload; other implementations escape it (and so do we now). Replaying
+    such an intent must still find its stored receipt. ``None``: no DEL.
+    """
+    if not any(
+        "\x7f" in item.digest_json for group in prepared.groups for item in group.drafts
+    ):
+        return None
+    groups = validate_batch(prepared.batch, legacy_del=True)
+    return batch_digest(prepared.context, prepared.batch, groups)
+
+
+# ------------------------------------------------------------------ digests
 
 
 def batch_digest(
@@ -301,7 +547,7 @@ def _raw_context_draft(
     elif isinstance(value, str):
         value = RetainedContextDraft(reuse_context_id=value)
     elif value is None:
-        value = RetainedContextDraft()
+        value = _DEFAULT_DRAFT
     return {
         "active_binding_refs": list(value.active_binding_refs),
         "capability_witness_refs": list(value.capability_witness_refs),
@@ -311,6 +557,12 @@ def _raw_context_draft(
         "containment": value.containment,
         "reuse_context_id": value.reuse_context_id,
     }
+
+
+_DEFAULT_DRAFT = RetainedContextDraft()
+
+
+# ------------------------------------------------------------------ contexts
 
 
 def context_requests(
@@ -332,13 +584,41 @@ def _context_request(
         return ContextRequest(index, reuse_id=value.context_id)
     if isinstance(value, str):
         return ContextRequest(index, reuse_id=value)
-    draft = RetainedContextDraft() if value is None else value
+    draft = _DEFAULT_DRAFT if value is None else value
     if draft.reuse_context_id is not None:
         return ContextRequest(index, reuse_id=draft.reuse_context_id)
-    environment = tuple(
-        dict.fromkeys(
-            (*draft.semantic_environment_refs, context.schema_environment_ref)
+    try:
+        template, encoded = _context_template(draft, context.schema_environment_ref)
+    except TypeError:  # an unhashable field: encode without the memo
+        template, encoded = _context_template.__wrapped__(
+            draft, context.schema_environment_ref
         )
+    digest = sha256_hex(f"{batch.append_intent_id}\0{index}\0{encoded}")
+    return ContextRequest(
+        index, new=_context_with_id(template, "context:" + digest[:32])
+    )
+
+
+def _context_with_id(template: RetainedContext, context_id: str) -> RetainedContext:
+    return RetainedContext(
+        context_id,
+        template.active_binding_refs,
+        template.capability_witness_refs,
+        template.semantic_environment_refs,
+        template.visibility_policy_refs,
+        template.substrate_ref,
+        template.containment,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _context_template(
+    draft: RetainedContextDraft, environment_ref: str
+) -> tuple[RetainedContext, str]:
+    # Pure in the (frozen, hashable) draft and the environment: most appends
+    # repeat one draft, so its storage encoding is computed once.
+    environment = tuple(
+        dict.fromkeys((*draft.semantic_environment_refs, environment_ref))
     )
     payload = {
         "active_binding_refs": list(draft.active_binding_refs),
@@ -348,10 +628,8 @@ def _context_request(
         "substrate_ref": draft.substrate_ref,
         "containment": draft.containment,
     }
-    encoded = storage_json(payload, root="retained_context")
-    digest = sha256_hex(f"{batch.append_intent_id}\0{index}\0{encoded}")
-    new = RetainedContext(
-        context_id="context:" + digest[:32],
+    template = RetainedContext(
+        context_id="",
         active_binding_refs=tuple(draft.active_binding_refs),
         capability_witness_refs=tuple(draft.capability_witness_refs),
         semantic_environment_refs=environment,
@@ -359,7 +637,7 @@ def _context_request(
         substrate_ref=draft.substrate_ref,
         containment=draft.containment,
     )
-    return ContextRequest(index, new=new)
+    return template, storage_json(payload, root="retained_context")
 
 
 def explicit_parents(batch: AppendBatch) -> tuple[str, ...]:
@@ -372,162 +650,7 @@ def explicit_parents(batch: AppendBatch) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def plan_append(
-    context: OperationContext,
-    batch: AppendBatch,
-    groups: tuple[tuple[NormalizedDraft, ...], ...],
-    requests: tuple[ContextRequest, ...],
-    stored: StoredState,
-) -> AppendPlan:
-    """Stage every draft of a validated batch (kernel-spec 5.3).
-
-    Raises:
-        TraceStoreError: an unknown context id, a context id clash, or an
-            unknown append-local causal ref.
-        UnknownFactError: a causal parent that is neither staged earlier nor
-            retained (only when ``stored.check_parents``).
-        BatchShapeError: a duplicate causal parent.
-        RecordInputError: a bad witness body, or a draft using the root schema.
-    """
-    builder = _PlanBuilder(context, batch.append_intent_id, stored)
-    by_index = {request.group_index: request for request in requests}
-    for index, (group, drafts) in enumerate(zip(batch.groups, groups, strict=True)):
-        if drafts:
-            builder.add_group(group, drafts, by_index[index])
-    return builder.finish()
-
-
-class _PlanBuilder:
-    def __init__(
-        self, context: OperationContext, intent_id: str, stored: StoredState
-    ) -> None:
-        self._context = context
-        self._intent_id = intent_id
-        self._stored = stored
-        self._next = dict(stored.next_ordinals)
-        self._local_ids: dict[str, str] = {}
-        self._staged_ids: set[str] = set()
-        self._staged: list[StagedRecord] = []
-        self._witnesses: dict[str, StagedWitness] = {}
-        self._new_contexts: dict[str, RetainedContext] = {}
-        self._context_receipts: list[str] = []
-        self._ranges: dict[str, tuple[int, int]] = {}
-        self._edges: list[tuple[str, str]] = []
-
-    def add_group(
-        self,
-        group: AppendGroup,
-        drafts: tuple[NormalizedDraft, ...],
-        request: ContextRequest,
-    ) -> None:
-        retained = self._resolve_context(request)
-        self._context_receipts.append(retained.context_id)
-        witness_id = self._plan_witness(retained)
-        for item in drafts:
-            self._stage(group, item, retained.context_id, witness_id)
-
-    def _resolve_context(self, request: ContextRequest) -> RetainedContext:
-        stored = self._stored.contexts.get(request.context_id)
-        if request.new is None:
-            if stored is None:
-                stored = self._new_contexts.get(request.context_id)
-            if stored is None:
-                raise TraceStoreError(f"unknown context id: {request.context_id}")
-            return stored
-        if stored is not None and stored != request.new:
-            raise TraceStoreError(
-                f"context id {request.context_id} already names a different context"
-            )
-        if stored is None:
-            self._new_contexts.setdefault(request.context_id, request.new)
-        return request.new
-
-    def _plan_witness(self, retained: RetainedContext) -> str:
-        if ROOT_WITNESS_ID not in self._witnesses:
-            self._witnesses[ROOT_WITNESS_ID] = _root_witness()
-        witness = _ordinary_witness(self._context.actor_ref, retained)
-        self._witnesses.setdefault(witness.record_id, witness)
-        return witness.record_id
-
-    def _stage(
-        self,
-        group: AppendGroup,
-        item: NormalizedDraft,
-        context_id: str,
-        witness_id: str,
-    ) -> None:
-        draft = item.draft
-        parents = self._parents(group, draft)
-        owner = group.trace_owner_id
-        ordinal = self._next.get(owner, 0)
-        position = self._stored.next_commit + len(self._staged)
-        record_id = _record_id(item, parents, witness_id)
-        if draft.append_local_id is not None:
-            self._local_ids[draft.append_local_id] = record_id
-        self._staged.append(
-            StagedRecord(
-                record_id=record_id,
-                schema_ref=draft.schema_ref,
-                mode=draft.mode,
-                witness_ref=witness_id,
-                parents=parents,
-                payload=item.payload,
-                body_json='{"payload":' + item.payload_json + "}",
-                owner=owner,
-                ordinal=ordinal,
-                context_id=context_id,
-                kind_label=draft.kind_label or draft.schema_ref,
-                position=position,
-            )
-        )
-        self._edges.extend((parent, record_id) for parent in parents)
-        self._staged_ids.add(record_id)
-        self._next[owner] = ordinal + 1
-        first = self._ranges.get(owner, (ordinal, ordinal))[0]
-        self._ranges[owner] = (first, ordinal)
-
-    def _parents(self, group: AppendGroup, draft: RecordDraft) -> tuple[str, ...]:
-        resolved = []
-        for ref in draft.caused_by_local_refs:
-            if ref not in self._local_ids:
-                raise TraceStoreError(
-                    f"append-local causal parent does not exist: {ref}"
-                )
-            resolved.append(self._local_ids[ref])
-        parents = (*group.causal_parents, *draft.caused_by_fact_ids, *resolved)
-        seen: set[str] = set()
-        for parent in parents:
-            if parent in seen:
-                raise BatchShapeError(f"duplicate causal parent: {parent}")
-            seen.add(parent)
-            self._check_parent(parent)
-        return parents
-
-    def _check_parent(self, parent: str) -> None:
-        if not self._stored.check_parents or parent in self._staged_ids:
-            return
-        if parent not in self._stored.existing_parents:
-            raise UnknownFactError(f"causal parent does not exist: {parent}")
-
-    def finish(self) -> AppendPlan:
-        staged = tuple(self._staged)
-        receipt = AppendReceipt(
-            append_intent_id=self._intent_id,
-            fact_ids=tuple(s.record_id for s in staged),
-            commit_receipts=tuple(f"commit:{s.position}" for s in staged),
-            owner_ordinal_ranges=dict(self._ranges),
-            causal_edges=tuple(self._edges),
-            context_receipts=tuple(self._context_receipts),
-        )
-        next_commit = self._stored.next_commit + len(staged)
-        return AppendPlan(
-            receipt=receipt,
-            new_contexts=tuple(self._new_contexts.values()),
-            witnesses=tuple(self._witnesses.values()),
-            staged=staged,
-            next_ordinals={owner: self._next[owner] for owner in self._ranges},
-            next_commit=next_commit,
-        )
+# ------------------------------------------------------------------ ids
 
 
 def _record_id(item: NormalizedDraft, parents: tuple[str, ...], witness: str) -> str:
@@ -566,29 +689,6 @@ def _record_id(item: NormalizedDraft, parents: tuple[str, ...], witness: str) ->
     except UnicodeEncodeError:
         return record_digest(schema_ref, mode, item.payload, parents, witness)
     return "sha256:" + hashlib.sha256(CANONICAL_PREFIX + data).hexdigest()
-
-
-def _root_witness() -> StagedWitness:
-    return StagedWitness(
-        record_id=ROOT_WITNESS_ID,
-        schema_ref="kernel.witness.root.v1",
-        kind_label="witness_root",
-        payload=root_witness_body(),
-        body_json=ROOT_WITNESS_BODY_JSON,
-        witness_ref="",
-    )
-
-
-def _ordinary_witness(actor_ref: str, retained: RetainedContext) -> StagedWitness:
-    return _witness_for(
-        actor_ref,
-        retained.capability_witness_refs,
-        retained.active_binding_refs,
-        retained.semantic_environment_refs,
-        retained.visibility_policy_refs,
-        retained.substrate_ref,
-        retained.containment,
-    )
 
 
 @lru_cache(maxsize=4096)

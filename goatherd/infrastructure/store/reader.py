@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterable, Iterator
-from typing import NamedTuple, TypeVar
+from typing import Final, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import Connection
 
@@ -22,16 +22,41 @@ from goatherd.domain.records import (
     RetainedContext,
     VisibleRecord,
 )
-from goatherd.infrastructure.store.codec import decode_context, decode_record
+from goatherd.infrastructure.store.codec import (
+    decode_body,
+    decode_context,
+    decode_record,
+)
 from goatherd.infrastructure.store.driver import Driver, Row, placeholders
 
-__all__ = ["ContentCache", "EntryRow", "RecordContent", "StoreReader"]
+__all__ = [
+    "CachedRecord",
+    "ContentCache",
+    "DEFAULT_CACHE_BYTES",
+    "EntryRow",
+    "RecordContent",
+    "StoreReader",
+    "next_log_position",
+    "record_size",
+]
 
 RecordContent = tuple[RecordEnvelope, RecordBody]
+CachedRecord = tuple[RecordEnvelope, "RecordBody | str"]
+"""A cached record: its body decoded, or still its stored ``body_json`` text."""
 _CHUNK = 900
 _T = TypeVar("_T")
 _K = TypeVar("_K")
 ViewKey = tuple["EntryRow", str]
+
+DEFAULT_CACHE_BYTES: Final = 8 << 20
+"""The default budget of a store's in-process content cache (8 MiB)."""
+
+# Rough resident sizes, for the budget: the objects around a record (envelope,
+# ids, tuples, the dict slot) and a decoded payload per byte of its JSON.
+_RECORD_OVERHEAD: Final = 600
+_DECODED_PER_BYTE: Final = 5
+_VIEW_SIZE: Final = 500
+_CONTEXT_SIZE: Final = 900
 
 
 class EntryRow(NamedTuple):
@@ -44,18 +69,56 @@ class EntryRow(NamedTuple):
     kind_label: str
 
 
-class _Bounded(dict[_K, _T]):
-    """A dict that forgets its oldest half when it outgrows ``limit``."""
+class _Bounded(Generic[_K, _T]):
+    """A map that forgets its oldest entries when their sizes outgrow a budget."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
+    __slots__ = ("_items", "budget", "used")
 
-    def put(self, key: _K, value: _T) -> None:
-        self[key] = value
-        if len(self) > self.limit:
-            for stale in list(self)[: self.limit // 2]:
-                del self[stale]
+    def __init__(self, budget: int) -> None:
+        self._items: dict[_K, tuple[_T, int]] = {}
+        self.budget = budget
+        self.used = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def get(self, key: _K) -> _T | None:
+        found = self._items.get(key)
+        return None if found is None else found[0]
+
+    def put(self, key: _K, value: _T, size: int) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
+        self._items[key] = (value, size)
+        self.used += size
+        if self.used > self.budget:
+            self._shrink()
+
+    def _shrink(self) -> None:
+        # Oldest first (insertion order) down to half the budget, so that a
+        # steady stream of new entries shrinks the map rarely, not per put.
+        items = self._items
+        target = self.budget // 2
+        doomed = []
+        freed = 0
+        for key, (_, size) in items.items():
+            if self.used - freed <= target:
+                break
+            doomed.append(key)
+            freed += size
+        for key in doomed:
+            del items[key]
+        self.used -= freed
+
+
+def record_size(body_json: str, *, decoded: bool) -> int:
+    """Return the budget charge of a cached record stored as ``body_json``."""
+    factor = _DECODED_PER_BYTE if decoded else 1
+    return _RECORD_OVERHEAD + factor * len(body_json)
 
 
 class ContentCache:
@@ -64,32 +127,47 @@ class ContentCache:
     Safe because records and contexts are content-addressed and never change
     once committed; an entry is added only for committed rows (read back, or
     written by an append that committed). Payload dicts are shared with
-    callers: treat what a read returns as read-only.
+    callers: treat what a read returns as read-only. The cache is bounded by
+    an estimate of the memory it holds (``budget`` bytes, split between
+    records, read views and contexts), so a long-running writer stays small.
     """
 
-    def __init__(self, limit: int = 200_000) -> None:
-        self.records: _Bounded[str, RecordContent] = _Bounded(limit)
-        self.contexts: _Bounded[str, RetainedContext] = _Bounded(limit // 4)
+    def __init__(self, budget: int = DEFAULT_CACHE_BYTES) -> None:
+        self.records: _Bounded[str, CachedRecord] = _Bounded(budget * 3 // 4)
+        self.contexts: _Bounded[str, RetainedContext] = _Bounded(budget // 16)
         self.witnesses: set[str] = set()
         # Visible records by (path entry row, visibility profile): an entry
         # row, like its record, never changes once committed.
-        self.views: _Bounded[ViewKey, VisibleRecord] = _Bounded(limit)
+        self.views: _Bounded[ViewKey, VisibleRecord] = _Bounded(budget * 3 // 16)
         self.lock = threading.Lock()
 
     def add_views(self, items: Iterable[tuple[ViewKey, VisibleRecord]]) -> None:
         with self.lock:
             for key, view in items:
-                self.views.put(key, view)
+                self.views.put(key, view, _VIEW_SIZE)
 
-    def add_records(self, items: Iterable[tuple[str, RecordContent]]) -> None:
+    def add_records(self, items: Iterable[tuple[str, CachedRecord, int]]) -> None:
+        """Cache records: ``(record id, content, size)`` (see :func:`record_size`)."""
         with self.lock:
-            for record_id, content in items:
-                self.records.put(record_id, content)
+            for record_id, content, size in items:
+                self.records.put(record_id, content, size)
 
     def add_contexts(self, items: Iterable[RetainedContext]) -> None:
         with self.lock:
             for context in items:
-                self.contexts.put(context.context_id, context)
+                self.contexts.put(context.context_id, context, _CONTEXT_SIZE)
+
+    def decoded(self, record_id: str, content: CachedRecord) -> RecordContent:
+        """Return ``content`` with its body decoded (and cache the decoded form)."""
+        envelope, body = content
+        if not isinstance(body, str):
+            return envelope, body
+        decoded = RecordBody(decode_body(body))
+        size = record_size(body, decoded=True)
+        with self.lock:
+            if self.records.get(record_id) is content:
+                self.records.put(record_id, (envelope, decoded), size)
+        return envelope, decoded
 
 
 class StoreReader:
@@ -111,17 +189,20 @@ class StoreReader:
         """Return the content of every known id among ``ids`` (unknown ids absent)."""
         found: dict[str, RecordContent] = {}
         missing = []
-        cached = self.cache.records
+        cache = self.cache
+        cached = cache.records
         for record_id in dict.fromkeys(ids):
             content = cached.get(record_id)
             if content is None:
                 missing.append(record_id)
+            elif isinstance(content[1], str):
+                found[record_id] = cache.decoded(record_id, content)
             else:
-                found[record_id] = content
+                found[record_id] = content  # type: ignore[assignment]
         if missing:
             loaded = self._load_records(missing)
-            self.cache.add_records(loaded.items())
-            found.update(loaded)
+            cache.add_records((k, v, s) for k, (v, s) in loaded.items())
+            found.update((k, v) for k, (v, _) in loaded.items())
         return found
 
     def record(self, record_id: str) -> RecordContent:
@@ -131,12 +212,13 @@ class StoreReader:
             raise UnknownFactError(f"unknown fact id: {record_id}")
         return content
 
-    def _load_records(self, ids: list[str]) -> dict[str, RecordContent]:
+    def _load_records(self, ids: list[str]) -> dict[str, tuple[RecordContent, int]]:
         loaded = {}
         for chunk in _chunks(ids):
             rows = self.driver.rows(_RECORDS_SQL + placeholders(len(chunk)), chunk)
             for row in rows:
-                loaded[row[0]] = decode_record(*row)
+                size = record_size(row[6], decoded=True)
+                loaded[row[0]] = (decode_record(*row), size)
         return loaded
 
     def existing_ids(self, ids: Collection[str]) -> set[str]:
@@ -272,6 +354,25 @@ _CLOSURE_ENTRIES_SQL = (
 _ORDINALS_SQL = (
     "SELECT trace_owner_id, next_ordinal FROM owner_ordinals WHERE trace_owner_id IN "
 )
+
+
+def next_log_position(conn: Connection) -> int | None:
+    """Return the store's next log position as its counter states it.
+
+    SQLite keeps it in ``meta.next_commit_seq``; PostgreSQL writers draw
+    positions from a sequence and do not serialize on ``meta`` (ADR 0036), so
+    there it is one past the highest committed position (or the ``meta``
+    value an upgrade or import left, if higher). ``None``: no counter.
+    """
+    stored = conn.exec_driver_sql(
+        "SELECT value FROM meta WHERE key = 'next_commit_seq'"
+    ).scalar_one_or_none()
+    if conn.dialect.name != "postgresql":
+        return None if stored is None else int(stored)
+    highest = conn.exec_driver_sql(
+        "SELECT COALESCE(MAX(position) + 1, 0) FROM path_entries"
+    ).scalar_one()
+    return max(int(highest), int(stored or 0))
 
 
 def _before(entry: EntryRow, first: dict[str, EntryRow]) -> bool:

@@ -1,10 +1,19 @@
-"""The trace store's tables (SQLAlchemy Core, one ``MetaData``).
+"""The trace store's tables (SQLAlchemy Core, one ``MetaData``): schema v2.
 
-The layout follows the reference's SQLite layout (kernel-spec section 6) with
-two additions: ``path_entries.position`` (the store-global log position of an
-ordinary path entry, ``NULL`` for witness entries) and the
-``checkpoint_snapshots`` table (runtime-spec 4.3). The same definitions create
-the schema on SQLite and on PostgreSQL.
+The logical layout follows the reference's SQLite layout (kernel-spec section
+6) with these additions: ``path_entries.position`` (the store-global log
+position of an ordinary path entry, ``NULL`` for witness entries), the
+``checkpoint_snapshots`` table (runtime-spec 4.3), and, since v2, the commit
+chain columns of ``append_intents`` (``commit_seq``, ``commit_digest``,
+``head_digest``) and the writer's transaction id (``txid``, PostgreSQL only)
+on ``append_intents`` and ``path_entries``. The same definitions create the
+schema on SQLite and on PostgreSQL.
+
+Schema v2 also changes the physical SQLite layout for fewer pages per commit
+(ADR 0033): ``path_entries`` and ``contexts`` are ``WITHOUT ROWID`` tables
+clustered on their keys, and the redundant ``UNIQUE (commit_receipt)`` is gone
+(a receipt is ``commit:<position>`` or ``witness:<record id>``, both unique
+already). ``migration.py`` upgrades v1 files and databases.
 
 Only the trace tables are the source of truth; the checkpoint blobs and the
 materialization ledger are referenced from the trace by digest.
@@ -30,8 +39,10 @@ from sqlalchemy import (
 
 __all__ = [
     "METADATA",
+    "META_HEAD",
     "META_NEXT_COMMIT",
     "META_SCHEMA",
+    "SCHEMA_V1",
     "SCHEMA_VERSION",
     "TRACE_TABLES",
     "append_intents",
@@ -46,9 +57,12 @@ __all__ = [
     "records",
 ]
 
-SCHEMA_VERSION: Final = "goatherd.trace.v1"
+SCHEMA_VERSION: Final = "goatherd.trace.v2"
+SCHEMA_V1: Final = "goatherd.trace.v1"
 META_SCHEMA: Final = "schema"
 META_NEXT_COMMIT: Final = "next_commit_seq"
+META_HEAD: Final = "head"
+"""The chained head: ``<commits chained> <digest>`` (``chain.py``)."""
 
 METADATA: Final = MetaData()
 
@@ -62,6 +76,7 @@ meta = Table(
     METADATA,
     Column("key", Text, primary_key=True),
     Column("value", Text, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 append_intents = Table(
@@ -71,7 +86,22 @@ append_intents = Table(
     Column("batch_digest", Text, nullable=False),
     Column("receipt_json", Text, nullable=False),
     Column("committed_at", Text, nullable=False, server_default=_NOW),
+    # The commit chain (ADR 0033): the 0-based commit number, the digest of
+    # what the commit wrote, and the chained head after it.
+    Column("commit_seq", BigInteger, nullable=True),
+    Column("commit_digest", Text, nullable=True),
+    Column("head_digest", Text, nullable=True),
+    # PostgreSQL: the writer's transaction id (readers' high-water mark).
+    Column("txid", BigInteger, nullable=True),
 )
+Index("idx_append_intents_commit", append_intents.c.commit_seq).ddl_if(
+    dialect="postgresql"
+)
+Index(
+    "idx_append_intents_unsealed",
+    append_intents.c.commit_seq,
+    postgresql_where=append_intents.c.head_digest.is_(None),
+).ddl_if(dialect="postgresql")
 
 contexts = Table(
     "contexts",
@@ -89,6 +119,7 @@ contexts = Table(
         ForeignKey("append_intents.append_intent_id"),
         nullable=False,
     ),
+    sqlite_with_rowid=False,
 )
 
 owner_ordinals = Table(
@@ -97,6 +128,7 @@ owner_ordinals = Table(
     Column("trace_owner_id", Text, primary_key=True),
     Column("next_ordinal", BigInteger, nullable=False),
     CheckConstraint("next_ordinal >= 0", name="ck_owner_ordinals_next"),
+    sqlite_with_rowid=False,
 )
 
 records = Table(
@@ -153,9 +185,11 @@ path_entries = Table(
         ForeignKey("append_intents.append_intent_id"),
         nullable=False,
     ),
-    Column("commit_receipt", Text, nullable=False, unique=True),
+    Column("commit_receipt", Text, nullable=False),
     Column("position", BigInteger, nullable=True),
+    Column("txid", BigInteger, nullable=True),
     CheckConstraint("path_ordinal >= 0", name="ck_path_entries_ordinal"),
+    sqlite_with_rowid=False,
 )
 Index("idx_path_entries_record", path_entries.c.record_id)
 Index("idx_path_entries_position", path_entries.c.position, unique=True)

@@ -12,22 +12,28 @@ cached in-process; the caches are filled only after commit.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import select as select_module
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
-from typing import Protocol, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from sqlalchemy import Connection, Engine, func, select
 
+from goatherd.domain.contexts import OperationContext
 from goatherd.domain.effects import EffectEvent
 from goatherd.domain.errors import (
     CheckpointBlobTooLargeError,
     ReadOnlyStoreError,
     ReadRequestError,
+    StoreUnavailableError,
     TraceStoreError,
     UnknownFactError,
 )
@@ -40,7 +46,6 @@ from goatherd.domain.records import (
     Cut,
     CutSpec,
     Record,
-    RecordBody,
     RecordEnvelope,
     RecordView,
     RetainedContext,
@@ -49,45 +54,69 @@ from goatherd.domain.records import (
 )
 from goatherd.domain.store import AppendAuthority, ReadAuthority
 from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.store import engine as engine_module
 from goatherd.infrastructure.store import ledgers
 from goatherd.infrastructure.store.appending import (
-    AppendOutcome,
-    append_in,
-    prepare,
+    Member,
     publish_in,
     read_cutoff,
+    run_group,
 )
 from goatherd.infrastructure.store.authority import (
     append_context,
     publish_context,
     read_context,
 )
+from goatherd.infrastructure.store.chain import ChainReport, TraceHead, parse_head
+from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt
+from goatherd.infrastructure.store.commits import CommitQueue
+from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.engine import (
+    BUSY_TIMEOUT_MS,
+    DURABILITY_LEVELS,
     WRITE_OPTION,
+    begin_immediate,
     ensure_schema,
     sqlite_engine,
 )
-from goatherd.infrastructure.store.outages import outages
-from goatherd.infrastructure.store.plan import (
-    StoredState,
-    context_requests,
-    plan_append,
+from goatherd.infrastructure.store.limits import (
+    DEFAULT_LIMITS,
+    INT64_MAX,
+    AppendLimits,
+    check_expected_heads,
+    check_int,
+    check_text,
 )
-from goatherd.infrastructure.store.reader import ContentCache, StoreReader
+from goatherd.infrastructure.store.outages import outages
+from goatherd.infrastructure.store.plan import prepare, resolve_ids
+from goatherd.infrastructure.store.postgres import SAFE_SQL
+from goatherd.infrastructure.store.reader import (
+    DEFAULT_CACHE_BYTES,
+    ContentCache,
+    StoreReader,
+    record_size,
+)
 from goatherd.infrastructure.store.schema import (
-    META_NEXT_COMMIT,
+    SCHEMA_VERSION,
     append_intents,
     contexts,
     owner_ordinals,
     path_entries,
     records,
 )
+from goatherd.infrastructure.store.sealing import (
+    linked_head,
+    read_head,
+    seal,
+    verify_chain,
+)
 from goatherd.infrastructure.store.slices import (
     assemble_slice,
     check_mode_filter,
     visible_record,
 )
+from goatherd.infrastructure.store.staging import MemberPlan
 
 __all__ = [
     "DEFAULT_CHECKPOINT_BLOB_LIMIT",
@@ -98,7 +127,8 @@ __all__ = [
 
 DEFAULT_CHECKPOINT_BLOB_LIMIT = ledgers.DEFAULT_CHECKPOINT_BLOB_LIMIT
 _LOG = logging.getLogger(__name__)
-_NEXT_COMMIT_FOR_UPDATE = "SELECT value FROM meta WHERE key = ? FOR UPDATE"
+_R = TypeVar("_R")
+_ADAPTER_LOCK_SQL = "SELECT pg_advisory_xact_lock(1617391936)"
 
 
 _T = TypeVar("_T")
@@ -115,9 +145,17 @@ class EffectPublisher(Protocol):
 class SqlAlchemyTraceStore:
     """The trace store over a SQLAlchemy engine (SQLite or PostgreSQL).
 
-    Thread-safe: appends of one store object serialize on a re-entrant lock
-    and, across processes, on the database's write lock. The returned payload
-    objects are shared with the store's cache: treat them as read-only.
+    Thread-safe. Appends go through a commit queue (``commits.py``): appends
+    that arrive while a commit runs are committed together in the next
+    transaction, each with its own receipt or error, returned only after that
+    transaction's ``COMMIT``. Across processes, SQLite's write lock serializes
+    the transactions; PostgreSQL writers lock only the owners and intents they
+    touch. The returned payload objects are shared with the store's cache:
+    treat them as read-only.
+
+    ``cache_bytes`` bounds the in-process content cache (default 8 MiB);
+    ``limits`` bounds what an append accepts (identifier and payload sizes,
+    ``AppendLimits``).
     """
 
     def __init__(
@@ -126,22 +164,39 @@ class SqlAlchemyTraceStore:
         *,
         read_only: bool = False,
         serialize_reads: bool = False,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        schema: str = SCHEMA_VERSION,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        limits: AppendLimits = DEFAULT_LIMITS,
     ) -> None:
+        if not isinstance(limits, AppendLimits):
+            raise TypeError(
+                f"limits must be an AppendLimits, got {type(limits).__name__}"
+            )
+        self._limits = limits
         self._engine = engine
+        self._schema = schema
+        self._busy_timeout_ms = busy_timeout_ms
         self._write_engine = engine.execution_options(**{WRITE_OPTION: True})
         self._read_only = read_only
         self._serialize_reads = serialize_reads
         self._lock = threading.RLock()
-        self._cache = ContentCache()
+        self._cache = ContentCache(cache_bytes)
         self._bus: EffectPublisher | None = None
         self._blob_limit = DEFAULT_CHECKPOINT_BLOB_LIMIT
         self._postgres = engine.dialect.name == "postgresql"
-        # SQLite appends reuse one connection (held while the store is open):
-        # a pool checkout, reset and checkin per append cost as much as the
-        # append's statements. PostgreSQL keeps the pool (and its pre-ping).
-        self._hold_writer = not self._postgres
+        self._high_water = self._postgres and schema == SCHEMA_VERSION
+        # Appends reuse one connection (held while the store is open): a pool
+        # checkout, reset and checkin (and on PostgreSQL a pre-ping round
+        # trip) per append cost as much as the append's own statements.
         self._writer: Connection | None = None
+        self._checkpointer: WalCheckpointer | None = None
+        self._queue: CommitQueue[Member] = CommitQueue(self._commit_group)
+        self._contexts: dict[object, OperationContext] = {}
         self._shared: dict[str, object] = {}
+        # The highest position this store object committed (PostgreSQL
+        # readers of this store wait until every append below it ended).
+        self._own_position = -1
 
     # ------------------------------------------------------------ lifecycle
 
@@ -170,8 +225,12 @@ class SqlAlchemyTraceStore:
 
     def close(self) -> None:
         """Release the store's connections."""
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         with self._lock:
             if self._writer is not None:
+                # Discarded, not pooled: its busy timeout is the append path's.
+                self._writer.invalidate()
                 self._writer.close()
                 self._writer = None
         self._engine.dispose()
@@ -194,79 +253,133 @@ class SqlAlchemyTraceStore:
 
     # ---------------------------------------------------------- transactions
 
-    @contextmanager
-    def _reading(self) -> Iterator[StoreReader]:
+    def _reading(self) -> AbstractContextManager[StoreReader]:
         if self._serialize_reads:
-            with outages(), self._lock, self._engine.begin() as conn:
-                yield StoreReader(conn, self._cache)
-        else:
-            with outages(), self._engine.begin() as conn:
-                yield StoreReader(conn, self._cache)
+            return _locked_read(self._lock, self._engine, self._cache)
+        return _read(self._engine, self._cache)
 
-    @contextmanager
-    def _writing(self) -> Iterator[StoreReader]:
-        self._refuse_if_read_only()
-        with outages(), self._lock, self._write_transaction() as conn:
-            reader = StoreReader(conn, self._cache)
-            if self._postgres:
-                # The meta row is the serialization point on PostgreSQL;
-                # SQLite already holds its write lock since BEGIN IMMEDIATE.
-                reader.driver.rows(_NEXT_COMMIT_FOR_UPDATE, (META_NEXT_COMMIT,))
-            yield reader
+    def _held_writer(self) -> Connection:
+        """Return the held write connection, (re)connecting when needed.
 
-    @contextmanager
-    def _write_transaction(self) -> Iterator[Connection]:
-        if not self._hold_writer:
-            with self._write_engine.begin() as conn:
-                yield conn
-            return
-        if self._writer is None or self._writer.invalidated:
-            self._writer = self._write_engine.connect()
-        with self._writer.begin():
-            yield self._writer
-
-    @contextmanager
-    def _appending(self) -> Iterator[StoreReader]:
-        """Open an append's write transaction (the caller holds the store lock).
-
-        On SQLite the append's transaction runs straight on the held driver
-        connection (``BEGIN IMMEDIATE`` ... ``COMMIT``): SQLAlchemy's begin and
-        commit bookkeeping cost about as much as two of the append's
-        statements. The append path issues only driver-level statements, so
-        the SQLAlchemy connection never sees this transaction.
+        Instead of a pre-ping round trip, an idle PostgreSQL connection is
+        checked for pending input: a server that ended the session left its
+        goodbye (or end of file) on the socket, so a readable idle socket
+        means a dead connection, replaced before the append uses it.
         """
-        if not self._hold_writer:
-            with self._writing() as reader:
-                yield reader
-            return
+        writer = self._writer
+        if (
+            writer is not None
+            and self._postgres
+            and not writer.invalidated
+            and _has_pending_input(writer.connection.driver_connection)
+        ):
+            writer.invalidate()
+        if writer is None or writer.invalidated or writer.closed:
+            if writer is not None:
+                writer.close()
+            writer = self._writer = self._write_engine.connect()
+            if not self._postgres:
+                # This connection waits for other writers in begin_immediate
+                # (fine-grained), never in SQLite's busy handler.
+                writer.exec_driver_sql("PRAGMA busy_timeout=0")
+                writer.rollback()
+        return writer
+
+    def _write(self, work: Callable[[StoreReader], _R], *, pipeline: bool = True) -> _R:
+        """Run ``work`` in one write transaction on the held connection.
+
+        Driver-level ``BEGIN IMMEDIATE``/``COMMIT`` on SQLite (SQLAlchemy's
+        begin and commit bookkeeping cost about as much as two statements),
+        the connection's own transaction on PostgreSQL, pipelined unless
+        ``work`` streams with server-side cursors. The caller holds the store
+        lock.
+        """
         self._refuse_if_read_only()
-        with outages():
-            if self._writer is None or self._writer.invalidated:
-                self._writer = self._write_engine.connect()
-            raw = self._writer.connection.driver_connection
-            assert raw is not None
-            raw.execute("BEGIN IMMEDIATE")
-            try:
-                yield StoreReader(self._writer, self._cache)
-                raw.execute("COMMIT")
-            except BaseException:
-                if raw.in_transaction:
-                    raw.execute("ROLLBACK")
-                raise
+        try:
+            with outages:
+                writer = self._held_writer()
+                raw = writer.connection.driver_connection
+                assert raw is not None
+                reader = StoreReader(writer, self._cache)
+                if self._postgres:
+                    result = _pipelined(raw, lambda: work(reader), pipeline)
+                else:
+                    begin_immediate(raw, self._busy_timeout_ms)
+                    try:
+                        result = work(reader)
+                        raw.execute("COMMIT")
+                    except BaseException:
+                        _rollback(raw, False)
+                        raise
+        except StoreUnavailableError:
+            if self._writer is not None:
+                self._writer.invalidate()
+            raise
+        return result
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
-        """Open a write transaction serialized with appends, for non-trace tables.
+        """Open a write transaction for adapters' own rows beside the trace.
 
-        For adapters that keep their own rows beside the trace (projection
-        views, tracking rows). The trace tables are written only by ``append``.
+        For projection views, tracking rows and snapshots. Such transactions
+        are serialized with each other across processes (SQLite's write lock;
+        an advisory lock on PostgreSQL) and, in this process, with this
+        store's appends. The trace tables are written only by ``append`` (and
+        by an import into an empty store).
         """
-        with self._writing() as reader:
-            yield reader.conn
+        self._refuse_if_read_only()
+        with self._lock:
+            try:
+                with outages:
+                    writer = self._held_writer()
+                    with writer.begin():
+                        if self._postgres:
+                            writer.exec_driver_sql(_ADAPTER_LOCK_SQL)
+                        yield writer
+            except StoreUnavailableError:
+                if self._writer is not None:
+                    self._writer.invalidate()
+                raise
+        self._nudge()
+
+    def _nudge(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.nudge()
 
     def _refuse_if_read_only(self) -> None:
         if self._read_only:
             raise ReadOnlyStoreError("this trace store was opened read-only")
+
+    def _safe_position(self) -> int:
+        """Return the log position every reader may read up to (PostgreSQL).
+
+        At or below it every append has ended (ADR 0036). A store also reads
+        its own appends: when it committed past that mark, it waits (up to
+        its busy timeout) for the appends still running below them.
+
+        Raises:
+            StoreUnavailableError: an append below this store's own stayed
+                unfinished beyond the busy timeout.
+        """
+        deadline = None
+        delay = 0.0005
+        while True:
+            with self._reading() as reader:
+                ((safe,),) = reader.driver.rows(SAFE_SQL)
+            position = int(safe[0])
+            if position >= self._own_position:
+                return position
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self._busy_timeout_ms / 1000
+            elif now >= deadline:
+                raise StoreUnavailableError(
+                    f"trace store unavailable: an append below position "
+                    f"{self._own_position} has not finished in "
+                    f"{self._busy_timeout_ms} ms"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
 
     # ---------------------------------------------------------------- append
 
@@ -289,17 +402,55 @@ class SqlAlchemyTraceStore:
             UnknownFactError: an unknown causal parent.
             BatchShapeError, RecordInputError: a malformed batch.
             ReadOnlyStoreError: the store is read-only.
+            StoreUnavailableError: the database could not commit.
         """
-        operation = append_context(context)
+        operation = self._append_context(context)
         self._refuse_if_read_only()
-        prepared = prepare(operation, batch)
-        # Publish before releasing the store lock, so that the events of one
-        # store reach subscribers in commit (position) order.
-        with self._lock:
-            with self._appending() as reader:
-                outcome = append_in(reader, prepared, expected_heads)
-            self._after_commit(outcome)
-        return outcome.receipt
+        check_expected_heads(expected_heads)
+        prepared = prepare(operation, batch, self._cache.contexts, self._limits)
+        member = Member(prepared, expected_heads)
+        self._queue.submit(member)
+        if member.error is not None:
+            raise member.error
+        assert member.outcome is not None
+        return member.outcome.receipt
+
+    def _append_context(self, context: object) -> OperationContext:
+        # Contexts are frozen values, mostly one per process: coerce each once.
+        try:
+            found = self._contexts.get(context)
+        except TypeError:
+            return append_context(context)
+        if found is None:
+            found = append_context(context)
+            if len(self._contexts) < 64:
+                self._contexts[context] = found
+        return found
+
+    def _commit_group(self, members: list[Member]) -> None:
+        """Commit one group (the commit queue's leader calls this)."""
+        try:
+            with self._lock:
+                plans = self._write(lambda reader: run_group(reader, members))
+                self._after_commit(plans)
+        except Exception as error:
+            for member in members:
+                member.outcome = None
+            if len(members) == 1 or isinstance(error, StoreUnavailableError):
+                for member in members:
+                    member.error = error
+                return
+            # Not one member's own error: find whose, committing the others.
+            for member in members:
+                member.error = None
+                self._commit_group([member])
+        except BaseException as error:
+            for member in members:
+                if not member.finished:
+                    member.error = error
+            raise
+        finally:
+            self._nudge()
 
     def preview_record_ids(
         self, context: AppendAuthority, batch: AppendBatch
@@ -310,15 +461,15 @@ class SqlAlchemyTraceStore:
         consulted.
         """
         operation = append_context(context)
-        prepared = prepare(operation, batch)
-        requests = context_requests(operation, batch)
-        with self._reading() as reader:
-            state = StoredState(
-                contexts=reader.contexts(r.context_id for r in requests),
-                check_parents=False,
-            )
-        plan = plan_append(operation, batch, prepared.groups, requests, state)
-        return plan.receipt.fact_ids
+        prepared = prepare(operation, batch, self._cache.contexts, self._limits)
+        if prepared.deferred is not None:
+            raise prepared.deferred
+        ids = prepared.ids
+        if ids is None:
+            with self._reading() as reader:
+                stored = reader.contexts(prepared.reused_contexts())
+            ids = resolve_ids(prepared, stored)
+        return tuple(found.record_id for found in ids)
 
     preview_fact_ids = preview_record_ids
 
@@ -333,46 +484,53 @@ class SqlAlchemyTraceStore:
         """
         operation = publish_context(context)
         with self._lock:
-            with self._writing() as reader:
-                cut, outcome = publish_in(reader, operation, spec)
-            self._after_commit(outcome)
+            cut, _, plans = self._write(
+                lambda reader: publish_in(reader, operation, spec, self._cache.contexts)
+            )
+            self._after_commit(plans)
+        self._nudge()
         return cut
 
     publish_frontier = publish_cut
 
-    def _after_commit(self, outcome: AppendOutcome) -> None:
-        plan = outcome.plan
-        if plan is None:
-            return
-        self._cache.add_contexts(plan.new_contexts)
-        self._cache.add_records(
+    def _after_commit(self, plans: list[MemberPlan]) -> None:
+        for plan in plans:
+            if plan.records:
+                self._own_position = max(self._own_position, plan.records[-1].position)
+        cache = self._cache
+        cache.add_contexts(c for plan in plans for c in plan.new_contexts)
+        cache.add_records(
             (
-                s.record_id,
+                r.record_id,
                 (
                     RecordEnvelope(
-                        s.record_id,
-                        s.record_id,
-                        s.schema_ref,
-                        s.mode,
-                        s.witness_ref,
-                        s.parents,
+                        r.record_id,
+                        r.record_id,
+                        r.schema_ref,
+                        r.mode,
+                        r.witness_ref,
+                        r.parents,
                     ),
-                    RecordBody(s.payload),
+                    '{"payload":' + r.payload_json + "}",
                 ),
+                record_size(r.payload_json, decoded=False),
             )
-            for s in plan.staged
+            for plan in plans
+            for r in plan.records
         )
-        with self._cache.lock:
-            self._cache.witnesses.update(w.record_id for w in plan.witnesses)
+        witnesses = [w.record_id for plan in plans for w, _ in plan.new_witnesses]
+        if witnesses:
+            with cache.lock:
+                cache.witnesses.update(witnesses)
         if self._bus is not None:
-            self._publish(outcome)
+            for plan in plans:
+                self._publish(plan)
 
-    def _publish(self, outcome: AppendOutcome) -> None:
+    def _publish(self, plan: MemberPlan) -> None:
         assert self._bus is not None
-        assert outcome.plan is not None
         now = datetime.now(UTC)
-        intent = outcome.receipt.append_intent_id
-        for staged in outcome.plan.staged:
+        intent = plan.prepared.intent_id
+        for staged in plan.records:
             event = EffectEvent(
                 record_id=staged.record_id,
                 intent_id=intent,
@@ -382,7 +540,7 @@ class SqlAlchemyTraceStore:
                 mode=staged.mode,
                 schema_ref=staged.schema_ref,
                 kind_label=staged.kind_label,
-                payload=staged.payload,
+                payload=json.loads(staged.payload_json),
                 causal_parents=staged.parents,
                 timestamp=now,
             )
@@ -392,6 +550,75 @@ class SqlAlchemyTraceStore:
                 # The append has committed; a failing bus must not make it
                 # look failed. Subscribers repair from the store.
                 _LOG.exception("effect bus publish failed for %s", staged.record_id)
+
+    # ----------------------------------------------------------------- chain
+
+    def trace_head(self) -> TraceHead:
+        """Return the trace's head: how many commits, and the chained digest.
+
+        Note it down outside the trace (``str(head)``); a later
+        ``verify_chain(expect=head)`` tells whether anything it covers was
+        rewritten or truncated since. A writable store links any commit not
+        linked yet first (PostgreSQL writers link lazily, ADR 0038); a
+        read-only store computes those links without storing them.
+        """
+        if not self._read_only:
+            return self.seal()
+        with self._reading() as reader:
+            return self._head_of(reader.driver)
+
+    def head_at(self, conn: Connection) -> TraceHead:
+        """Return the head as ``conn``'s snapshot sees it; never writes.
+
+        For a reader that must name the head of exactly what it read in one
+        transaction (``export`` writes it into its end line).
+        """
+        return self._head_of(Driver(conn))
+
+    def _head_of(self, driver: Driver) -> TraceHead:
+        if not self._legacy:
+            head = linked_head(driver)
+            if head is not None:
+                return head
+        return verify_chain(driver, legacy=self._legacy).head
+
+    def _link_if_needed(self) -> None:
+        """Link a trace a previous version (or an import) left unlinked."""
+        with self._reading() as reader:
+            _, digest = read_head(reader.driver)
+        if digest is None:
+            self.seal()
+
+    def seal(self) -> TraceHead:
+        """Link every commit that can be linked now; return the stored head.
+
+        Idempotent. Needed explicitly only after rows were written other than
+        by ``append`` (an import into an empty store); appends link themselves
+        (SQLite) or are linked by the next ``trace_head``/``seal`` (PostgreSQL).
+
+        Raises:
+            ReadOnlyStoreError: the store is read-only.
+            TraceStoreError: a row too malformed to digest (``verify`` says more).
+        """
+        with self._lock:
+            return self._write(lambda reader: seal(reader.driver), pipeline=False)
+
+    def verify_chain(self, expect: str | TraceHead | None = None) -> ChainReport:
+        """Recompute the whole chain from the rows and compare it with the stored.
+
+        Never writes. ``expect``: a head noted earlier (``TraceHead`` or its
+        printed form); ``report.expected`` says whether the trace still has it.
+
+        Raises:
+            ValueError: ``expect`` is not a head.
+        """
+        wanted = parse_head(expect) if isinstance(expect, str) else expect
+        with self._reading() as reader:
+            return verify_chain(reader.driver, wanted, legacy=self._legacy)
+
+    @property
+    def _legacy(self) -> bool:
+        return self._schema != SCHEMA_VERSION
 
     # ----------------------------------------------------------------- reads
 
@@ -404,6 +631,7 @@ class SqlAlchemyTraceStore:
             UnknownFactError: ``unknown fact id: X``.
         """
         operation = read_context(context, visibility)
+        check_text(record_id, "record_id")
         with self._reading() as reader:
             entry = reader.first_entries((record_id,)).get(record_id)
             if entry is None:
@@ -421,6 +649,8 @@ class SqlAlchemyTraceStore:
         """Read an owner path's entries with ordinal <= ``through`` (anchors on)."""
         operation = read_context(context)
         check_mode_filter(mode_filter)
+        check_text(owner, "owner")
+        check_int(through, "through", -(2**63))
         with self._reading() as reader:
             entries = reader.owner_entries(owner, through)
             return assemble_slice(
@@ -533,6 +763,7 @@ class SqlAlchemyTraceStore:
 
     def read_append_intent(self, intent_id: str) -> AppendReceipt | None:
         """Return the stored receipt of a committed intent, or ``None``."""
+        check_text(intent_id, "intent_id")
         with self._reading() as reader:
             text = reader.conn.execute(
                 select(append_intents.c.receipt_json).where(
@@ -543,7 +774,7 @@ class SqlAlchemyTraceStore:
 
     def heads(self, owners: Collection[str]) -> dict[str, int]:
         """Return each owner's stored next ordinal (0 for an unknown owner), at once."""
-        wanted = sorted(set(owners))
+        wanted = sorted({check_text(owner, "owner") for owner in owners})
         if not wanted:
             return {}
         with self._reading() as reader:
@@ -560,6 +791,7 @@ class SqlAlchemyTraceStore:
 
         Informational: commit times are outside every record's identity.
         """
+        check_text(intent_id, "intent_id")
         with self._reading() as reader:
             text = reader.conn.execute(
                 select(append_intents.c.committed_at).where(
@@ -570,6 +802,7 @@ class SqlAlchemyTraceStore:
 
     def head(self, owner: str) -> int:
         """Return the owner's stored next ordinal (0 for an unknown owner)."""
+        check_text(owner, "owner")
         with self._reading() as reader:
             value = reader.conn.execute(
                 select(owner_ordinals.c.next_ordinal).where(
@@ -585,13 +818,28 @@ class SqlAlchemyTraceStore:
         *,
         schema_refs: Collection[str] | None = None,
     ) -> tuple[LogEntry, ...]:
-        """Return ordinary path entries with position > ``after``, ascending."""
+        """Return ordinary path entries with position > ``after``, ascending.
+
+        On PostgreSQL only positions below the safe high-water mark are
+        returned (ADR 0036): a reader never passes a position that a
+        transaction still running will commit.
+
+        Raises:
+            ReadRequestError: ``after`` or ``limit`` outside 64-bit integers
+                (``after`` from -1), or a schema ref that is not text.
+        """
+        check_int(after, "after", -1)
+        check_int(limit, "limit", -INT64_MAX)
+        if schema_refs is not None:
+            schema_refs = [check_text(ref, "schema ref") for ref in schema_refs]
         stmt = (
             select(*_LOG_COLUMNS)
             .where(path_entries.c.position > after)
             .order_by(path_entries.c.position)
             .limit(max(limit, 0))
         )
+        if self._high_water:
+            stmt = stmt.where(path_entries.c.position <= self._safe_position())
         if schema_refs is not None:
             stmt = stmt.join(
                 records, records.c.record_id == path_entries.c.record_id
@@ -599,11 +847,15 @@ class SqlAlchemyTraceStore:
         return self._log_entries(stmt)
 
     def max_position(self) -> int:
-        """Return the highest committed log position (-1 when empty)."""
+        """Return the highest committed log position (-1 when empty).
+
+        On PostgreSQL, the highest below the safe high-water mark.
+        """
+        stmt = select(func.max(path_entries.c.position))
+        if self._high_water:
+            stmt = stmt.where(path_entries.c.position <= self._safe_position())
         with self._reading() as reader:
-            value = reader.conn.execute(
-                select(func.max(path_entries.c.position))
-            ).scalar()
+            value = reader.conn.execute(stmt).scalar()
         return -1 if value is None else int(value)
 
     def read_path(
@@ -612,7 +864,14 @@ class SqlAlchemyTraceStore:
         """Return ``owner``'s path entries with ordinal > ``after_ordinal``, in order.
 
         Witness path entries (which have no log position) report position -1.
+
+        Raises:
+            ReadRequestError: a bad owner, ordinal or limit.
         """
+        check_text(owner, "owner")
+        check_int(after_ordinal, "after_ordinal", -1)
+        if limit is not None:
+            check_int(limit, "limit", -INT64_MAX)
         stmt = (
             select(*_LOG_COLUMNS)
             .where(path_entries.c.path_ref == owner)
@@ -628,10 +887,11 @@ class SqlAlchemyTraceStore:
 
         Witness path entries (which have no log position) report position -1.
         """
+        refs = [check_text(ref, "schema ref") for ref in schema_refs]
         stmt = (
             select(*_LOG_COLUMNS)
             .join(records, records.c.record_id == path_entries.c.record_id)
-            .where(records.c.schema_ref.in_(list(schema_refs)))
+            .where(records.c.schema_ref.in_(refs))
             .order_by(path_entries.c.path_ref, path_entries.c.path_ordinal)
         )
         return self._log_entries(stmt)
@@ -738,7 +998,9 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
     ``synchronous=NORMAL`` (``durability="normal"``, survives a process crash)
     or ``FULL`` (``durability="full"``, survives power loss). A writer waits
     ``busy_timeout_ms`` (default 30 s) for another process's write lock, then
-    raises ``StoreUnavailableError`` having written nothing.
+    raises ``StoreUnavailableError`` having written nothing. A schema v1 file
+    is upgraded to v2 when opened (``migration.py``). ``cache_bytes`` bounds
+    the in-process content cache.
 
     Raises:
         NotATraceStoreError: the file is not a SQLite database, or holds
@@ -751,16 +1013,128 @@ class SQLiteTraceStore(SqlAlchemyTraceStore):
         *,
         durability: str = "normal",
         busy_timeout_ms: int | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        limits: AppendLimits = DEFAULT_LIMITS,
     ) -> None:
         location = os.fspath(path)
+        created = _check_location(location)
         engine = sqlite_engine(location, durability, busy_timeout_ms)
         try:
-            ensure_schema(engine)
+            with outages:
+                ensure_schema(engine, _timeout(busy_timeout_ms))
         except BaseException:
             engine.dispose()
+            if created:
+                _remove_created(location)
             raise
-        super().__init__(engine, serialize_reads=location == ":memory:")
+        super().__init__(
+            engine,
+            serialize_reads=location == ":memory:",
+            cache_bytes=cache_bytes,
+            busy_timeout_ms=_timeout(busy_timeout_ms),
+            limits=limits,
+        )
         self.path = location
+        try:
+            self._link_if_needed()
+        except BaseException:
+            self.close()
+            raise
+        if location != ":memory:":
+            self._checkpointer = WalCheckpointer(
+                location, synchronous=DURABILITY_LEVELS[durability]
+            )
+
+
+@contextmanager
+def _read(engine: Engine, cache: ContentCache) -> Iterator[StoreReader]:
+    with outages, engine.begin() as conn:
+        yield StoreReader(conn, cache)
+
+
+@contextmanager
+def _locked_read(
+    lock: threading.RLock, engine: Engine, cache: ContentCache
+) -> Iterator[StoreReader]:
+    with outages, lock, engine.begin() as conn:
+        yield StoreReader(conn, cache)
+
+
+def _check_location(location: str) -> bool:
+    """Refuse a path no trace can live at; return whether the file is new.
+
+    Raises:
+        StoreUnavailableError: a directory, or a missing parent directory.
+    """
+    if location == ":memory:":
+        return False
+    file = Path(location)
+    try:
+        if file.is_dir():
+            raise StoreUnavailableError(
+                f"cannot open trace store {location}: it is a directory"
+            )
+        if not file.parent.is_dir():
+            raise StoreUnavailableError(
+                f"cannot open trace store {location}: directory {file.parent} "
+                "does not exist"
+            )
+        return not file.exists()
+    except OSError as error:
+        raise StoreUnavailableError(
+            f"cannot open trace store {location}: {error.strerror or error}"
+        ) from error
+
+
+def _remove_created(location: str) -> None:
+    # Creating the schema failed (a full disk, a read-only directory): leave
+    # no empty or half-made file behind, so a retry starts clean.
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            Path(location + suffix).unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            _LOG.warning("could not remove %s%s", location, suffix, exc_info=True)
+
+
+def _timeout(busy_timeout_ms: int | None) -> int:
+    # Read at call time: tests lower the module default for stores they open.
+    return engine_module.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
+
+
+def _pipelined(raw: Any, work: Callable[[], _R], pipeline: bool = True) -> _R:
+    """Run ``work`` and commit in a psycopg pipeline: writes go out together."""
+    try:
+        if not pipeline:
+            result = work()
+            raw.commit()
+            return result
+        with raw.pipeline():
+            result = work()
+            raw.commit()
+    except BaseException:
+        _rollback(raw, True)
+        raise
+    return result
+
+
+def _has_pending_input(raw: Any) -> bool:
+    try:
+        ready, _, _ = select_module.select([raw.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
+
+
+def _rollback(raw: Any, postgres: bool) -> None:
+    try:
+        if postgres:
+            raw.rollback()
+        elif raw.in_transaction:
+            raw.execute("ROLLBACK")
+    except Exception:  # the connection is gone; the outage reports it
+        _LOG.debug("rollback after a failed append failed", exc_info=True)
 
 
 _LOG_COLUMNS = (

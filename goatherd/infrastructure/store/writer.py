@@ -1,80 +1,109 @@
-"""Persist an :class:`AppendPlan` inside the append transaction (kernel-spec 5.4).
+"""Persist the plans of one commit group inside its transaction (kernel-spec 5.4).
 
-The one append path: every row of the trace tables is written here, in the
-reference's persistence order, with set-wise statements (one ``executemany``
-per table). Content clashes with rows already retained raise before commit, so
-the transaction rolls back whole.
+The one append path: every row of the trace tables is written here, with
+set-wise statements (one ``executemany`` per table for the whole group), in
+the reference's persistence order. A record that is already retained gets a
+new path entry but no new row; its stored content is compared exactly first
+(from the post-commit cache, or read back when the insert skipped it), and a
+clash raises before commit, so the transaction rolls back whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
 
 from goatherd.domain.errors import TraceStoreError
-from goatherd.domain.records import WITNESS_OWNER
+from goatherd.domain.records import WITNESS_OWNER, RecordBody, RetainedContext
+from goatherd.infrastructure.store.chain import meta_value
 from goatherd.infrastructure.store.codec import (
-    decode_record,
-    encode_receipt,
+    decode_body,
+    decode_envelope,
     encode_refs,
     storage_json,
 )
 from goatherd.infrastructure.store.driver import Driver, Row, placeholders
-from goatherd.infrastructure.store.plan import AppendPlan, StagedRecord, StagedWitness
-from goatherd.infrastructure.store.reader import RecordContent, StoreReader
-from goatherd.infrastructure.store.schema import (
-    META_NEXT_COMMIT,
-)
+from goatherd.infrastructure.store.reader import CachedRecord, StoreReader
+from goatherd.infrastructure.store.schema import META_HEAD, META_NEXT_COMMIT
+from goatherd.infrastructure.store.staging import MemberPlan, StagedRecord, TxnState
 
-__all__ = ["persist_plan"]
+__all__ = ["persist_group"]
 
 
-def persist_plan(
+def persist_group(
     reader: StoreReader,
-    intent_id: str,
-    digest: str,
-    plan: AppendPlan,
-    witness_next: int,
-) -> list[str]:
-    """Write ``plan`` on the reader's connection; return the inserted witness ids.
+    plans: Sequence[MemberPlan],
+    state: TxnState,
+    *,
+    txid: int | None = None,
+    counters: bool = True,
+) -> None:
+    """Write every plan of a group on the transaction's connection.
 
     Args:
-        reader: the append transaction's reader (its connection writes).
-        intent_id: the batch's intent.
-        digest: the batch digest.
-        plan: the staged append.
-        witness_next: the witness path's stored next ordinal.
+        reader: the transaction's reader (its driver writes).
+        plans: the group's new appends, in commit order, bound.
+        state: the state after staging them (final owner heads, counters).
+        txid: the PostgreSQL transaction id stamped on the rows, else ``None``.
+        counters: write ``next_commit_seq`` and the head count to ``meta``
+            (SQLite; PostgreSQL draws them from sequences).
 
     Raises:
-        TraceStoreError: a witness or record id that already names different
-            content.
+        TraceStoreError: a witness, record or context id that already names
+            different content.
     """
     sql = reader.driver
-    sql.run(_INSERT_INTENT, (intent_id, digest, encode_receipt(plan.receipt)))
-    _insert_contexts(reader, intent_id, plan)
-    witness_ids = [w.record_id for w in plan.witnesses]
-    existing = _existing(reader, witness_ids)
-    new_witnesses = _persist_witnesses(reader, intent_id, plan, existing, witness_next)
-    _persist_records(reader, intent_id, plan.staged)
-    next_ordinals = dict(plan.next_ordinals)
-    if new_witnesses:
-        next_ordinals[WITNESS_OWNER] = witness_next + len(new_witnesses)
-    sql.run_many(_UPSERT_ORDINAL, list(next_ordinals.items()))
-    if plan.staged:
-        sql.run(_UPDATE_NEXT_COMMIT, (str(plan.next_commit), META_NEXT_COMMIT))
-    return new_witnesses
+    sql.run_many(
+        _INSERT_INTENT,
+        [
+            (
+                p.prepared.intent_id,
+                p.prepared.digest,
+                p.receipt_json,
+                p.committed_at,
+                p.commit_seq,
+                p.commit_digest,
+                p.head_digest,
+                txid,
+            )
+            for p in plans
+        ],
+    )
+    _insert_contexts(reader, plans)
+    _insert_witnesses(sql, plans, txid)
+    _insert_records(reader, plans, state)
+    sql.run_many(
+        _INSERT_ENTRY, [_entry_row(r, p, txid) for p in plans for r in p.records]
+    )
+    sql.run_many(
+        _INSERT_FRONTIER,
+        [(*p.frontier, p.prepared.intent_id) for p in plans if p.frontier is not None],
+    )
+    owners = {owner for p in plans for owner in p.ranges}
+    if any(p.new_witnesses for p in plans):
+        owners.add(WITNESS_OWNER)
+    sql.run_many(_UPSERT_ORDINAL, [(o, state.ordinals[o]) for o in sorted(owners)])
+    if counters:
+        assert state.head is not None
+        sql.run_many(
+            _UPSERT_META,
+            [
+                (META_NEXT_COMMIT, str(state.positions)),
+                (META_HEAD, meta_value(state.commits, state.head)),
+            ],
+        )
 
 
-def _existing(reader: StoreReader, ids: list[str]) -> dict[str, RecordContent]:
-    verified = reader.cache.witnesses
-    unverified = [record_id for record_id in ids if record_id not in verified]
-    return reader.records(unverified) if unverified else {}
-
-
-def _insert_contexts(reader: StoreReader, intent_id: str, plan: AppendPlan) -> None:
+def _insert_contexts(reader: StoreReader, plans: Sequence[MemberPlan]) -> None:
     # A new context's id hashes its (uncommitted) intent, so a stored row
     # with that id is next to impossible; should one exist anyway, the insert
     # keeps it and the exact comparison below decides, as planning would.
-    rows = [
+    new: list[tuple[RetainedContext, str]] = [
+        (c, p.prepared.intent_id) for p in plans for c in p.new_contexts
+    ]
+    if not new:
+        return
+    rows: list[Row] = [
         (
             c.context_id,
             encode_refs(c.active_binding_refs),
@@ -83,66 +112,29 @@ def _insert_contexts(reader: StoreReader, intent_id: str, plan: AppendPlan) -> N
             encode_refs(c.visibility_policy_refs),
             c.substrate_ref,
             c.containment,
-            intent_id,
+            intent,
         )
-        for c in plan.new_contexts
+        for c, intent in new
     ]
-    if reader.driver.run_many(_INSERT_CONTEXT, rows) == len(rows):
+    sql = reader.driver
+    if sql.run_many(_INSERT_CONTEXT, rows) == len(rows) or sql.postgres:
+        # PostgreSQL: staging already compared any stored row with a new id
+        # (read with the state), and a pipelined insert reports no count.
         return
-    stored = reader.contexts(c.context_id for c in plan.new_contexts)
-    for context in plan.new_contexts:
+    stored = reader.contexts(c.context_id for c, _ in new)
+    for context, _ in new:
         if stored.get(context.context_id, context) != context:
             raise TraceStoreError(
                 f"context id {context.context_id} already names a different context"
             )
 
 
-def _persist_witnesses(
-    reader: StoreReader,
-    intent_id: str,
-    plan: AppendPlan,
-    existing: dict[str, RecordContent],
-    witness_next: int,
-) -> list[str]:
-    verified = reader.cache.witnesses
-    new: list[StagedWitness] = []
-    stored_ids = [w.record_id for w in plan.witnesses if w.record_id in existing]
-    labels = reader.first_entries(stored_ids) if stored_ids else {}
-    for witness in plan.witnesses:
-        if witness.record_id in verified:
-            continue
-        stored = existing.get(witness.record_id)
-        if stored is None:
-            new.append(witness)
-            continue
-        entry = labels.get(witness.record_id)
-        label = entry.kind_label if entry else ""
-        if not _same_witness(witness, stored, label):
-            raise TraceStoreError(
-                f"witness record id {witness.record_id} already names a different "
-                "witness"
-            )
-    if new:
-        _insert_witnesses(reader.driver, intent_id, new, witness_next)
-    return [w.record_id for w in new]
-
-
-def _same_witness(witness: StagedWitness, stored: RecordContent, label: str) -> bool:
-    envelope, body = stored
-    return (
-        envelope.digest == witness.record_id
-        and envelope.schema_ref == witness.schema_ref
-        and envelope.mode == "capture"
-        and envelope.witness_ref == witness.witness_ref
-        and envelope.caused_by_record_ids == ()
-        and label == witness.kind_label
-        and storage_json(body.payload) == storage_json(witness.payload)
-    )
-
-
 def _insert_witnesses(
-    sql: Driver, intent_id: str, new: list[StagedWitness], first_ordinal: int
+    sql: Driver, plans: Sequence[MemberPlan], txid: int | None
 ) -> None:
+    new = [(w, ordinal, p) for p in plans for w, ordinal in p.new_witnesses]
+    if not new:
+        return
     sql.run_many(
         _INSERT_RECORD,
         [
@@ -154,9 +146,9 @@ def _insert_witnesses(
                 w.witness_ref,
                 "[]",
                 w.body_json,
-                intent_id,
+                p.prepared.intent_id,
             )
-            for w in new
+            for w, _, p in new
         ],
     )
     sql.run_many(
@@ -164,57 +156,78 @@ def _insert_witnesses(
         [
             (
                 WITNESS_OWNER,
-                first_ordinal + offset,
+                ordinal,
                 w.record_id,
                 "",
                 w.kind_label,
-                intent_id,
+                p.prepared.intent_id,
                 f"witness:{w.record_id}",
                 None,
+                txid,
             )
-            for offset, w in enumerate(new)
+            for w, ordinal, p in new
         ],
     )
 
 
-def _persist_records(
-    reader: StoreReader, intent_id: str, staged: tuple[StagedRecord, ...]
+def _insert_records(
+    reader: StoreReader, plans: Sequence[MemberPlan], state: TxnState
 ) -> None:
-    fresh: dict[str, StagedRecord] = {}
+    fresh: dict[str, tuple[StagedRecord, str]] = {}
     cached = reader.cache.records
-    for record in staged:
-        stored = cached.get(record.record_id)
-        if stored is not None:
-            _check_same_record(record, stored)
-        elif record.record_id not in fresh:
-            fresh[record.record_id] = record
+    retained = state.stored_records
+    for plan in plans:
+        for record in plan.records:
+            stored = cached.get(record.record_id) or retained.get(record.record_id)
+            if stored is not None:
+                _check_same_record(record, stored)
+            elif record.record_id in fresh:
+                _check_same_staged(record, fresh[record.record_id][0])
+            else:
+                fresh[record.record_id] = (record, plan.prepared.intent_id)
+    if not fresh:
+        return
     sql = reader.driver
-    rows = [_record_row(r, intent_id) for r in fresh.values()]
+    # Sorted ids: two PostgreSQL writers inserting the same new records wait
+    # for each other in one order, never in a cycle.
+    ordered = sorted(fresh) if sql.postgres else list(fresh)
+    rows = [_record_row(*fresh[record_id]) for record_id in ordered]
+    if sql.postgres:
+        # Retained rows were read (and compared) before; a row another writer
+        # commits meanwhile has this id, hence this content: both inserts
+        # skip it quietly.
+        sql.run_many(_INSERT_NEW_RECORD, rows)
+        edges = [r for record_id in ordered for r in _edge_rows((fresh[record_id][0],))]
+        sql.run_many(_INSERT_NEW_EDGE, edges)
+        return
     if sql.run_many(_INSERT_NEW_RECORD, rows) != len(rows):
-        _drop_retained(reader, intent_id, fresh)
-    sql.run_many(_INSERT_EDGE, list(_edge_rows(fresh.values())))
-    sql.run_many(_INSERT_ENTRY, [_entry_row(r, intent_id) for r in staged])
+        intents = sorted({p.prepared.intent_id for p in plans})
+        _drop_retained(reader, intents, fresh)
+    sql.run_many(_INSERT_EDGE, list(_edge_rows(r for r, _ in fresh.values())))
 
 
 def _drop_retained(
-    reader: StoreReader, intent_id: str, fresh: dict[str, StagedRecord]
+    reader: StoreReader, intents: list[str], fresh: dict[str, tuple[StagedRecord, str]]
 ) -> None:
-    """Compare and drop from ``fresh`` the records an earlier intent retained.
+    """Compare and drop from ``fresh`` the records an earlier commit retained.
 
-    The insert skipped them (``ON CONFLICT DO NOTHING``); a row this append
-    inserted carries its intent, so any other intent marks a prior row.
+    The insert skipped them (``ON CONFLICT DO NOTHING``); a row this group
+    inserted carries one of the group's intents, so any other intent marks a
+    row committed before.
     """
     ids = list(fresh)
+    prefix = _PRIOR_RECORDS_SQL.format(placeholders(len(intents)))
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
-        rows = reader.driver.rows(
-            _PRIOR_RECORDS_SQL + placeholders(len(chunk)), (intent_id, *chunk)
-        )
+        rows = reader.driver.rows(prefix + placeholders(len(chunk)), (*intents, *chunk))
         for row in rows:
-            _check_same_record(fresh.pop(row[0]), decode_record(*row))
+            record, _ = fresh.pop(row[0])
+            envelope = decode_envelope(*row[:6])
+            body = row[6] if isinstance(row[6], str) else ""
+            _check_same_record(record, (envelope, body))
 
 
-def _check_same_record(record: StagedRecord, stored: RecordContent) -> None:
+def _check_same_record(record: StagedRecord, stored: CachedRecord) -> None:
     envelope, body = stored
     same = (
         envelope.digest == record.record_id
@@ -222,7 +235,33 @@ def _check_same_record(record: StagedRecord, stored: RecordContent) -> None:
         and envelope.mode == record.mode
         and envelope.witness_ref == record.witness_ref
         and envelope.caused_by_record_ids == record.parents
-        and '{"payload":' + storage_json(body.payload) + "}" == record.body_json
+        and _same_payload(body, record.payload_json)
+    )
+    if not same:
+        raise TraceStoreError(
+            f"record id {record.record_id} already names different content"
+        )
+
+
+def _same_payload(body: RecordBody | str, payload_json: str) -> bool:
+    if isinstance(body, str):
+        if body == '{"payload":' + payload_json + "}":
+            return True
+        stored = decode_body(body)
+    else:
+        stored = dict(body.payload)
+    # Stored text may spell the same payload differently (a row an older
+    # version wrote): compare the storage encodings of the parsed payloads.
+    return storage_json(stored) == storage_json(json.loads(payload_json))
+
+
+def _check_same_staged(record: StagedRecord, first: StagedRecord) -> None:
+    same = (
+        record.schema_ref == first.schema_ref
+        and record.mode == first.mode
+        and record.witness_ref == first.witness_ref
+        and record.parents == first.parents
+        and record.payload_json == first.payload_json
     )
     if not same:
         raise TraceStoreError(
@@ -238,7 +277,7 @@ def _record_row(record: StagedRecord, intent_id: str) -> Row:
         record.mode,
         record.witness_ref,
         storage_json(list(record.parents)) if record.parents else "[]",
-        record.body_json,
+        '{"payload":' + record.payload_json + "}",
         intent_id,
     )
 
@@ -249,24 +288,26 @@ def _edge_rows(fresh: Iterable[StagedRecord]) -> Iterable[Row]:
             yield (record.record_id, position, parent)
 
 
-def _entry_row(record: StagedRecord, intent_id: str) -> Row:
+def _entry_row(record: StagedRecord, plan: MemberPlan, txid: int | None) -> Row:
     return (
         record.owner,
         record.ordinal,
         record.record_id,
         record.context_id,
         record.kind_label,
-        intent_id,
+        plan.prepared.intent_id,
         f"commit:{record.position}",
         record.position,
+        txid,
     )
 
 
 # The append path's statements, in plain SQL that SQLite and PostgreSQL share
 # (``driver.py`` says why they bypass SQLAlchemy Core).
 _INSERT_INTENT = (
-    "INSERT INTO append_intents (append_intent_id, batch_digest, receipt_json) "
-    "VALUES (?, ?, ?)"
+    "INSERT INTO append_intents (append_intent_id, batch_digest, receipt_json, "
+    "committed_at, commit_seq, commit_digest, head_digest, txid) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_CONTEXT = (
     "INSERT INTO contexts (context_id, active_binding_refs_json, "
@@ -281,20 +322,29 @@ _INSERT_RECORD = (
 _INSERT_NEW_RECORD = _INSERT_RECORD + " ON CONFLICT (record_id) DO NOTHING"
 _PRIOR_RECORDS_SQL = (
     "SELECT record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
-    "body_json FROM records WHERE append_intent_id <> ? AND record_id IN "
+    "body_json FROM records WHERE append_intent_id NOT IN {} AND record_id IN "
 )
-_CHUNK = 900
+_CHUNK = 800
 _INSERT_EDGE = (
     "INSERT INTO record_edges (child_record_id, parent_position, parent_record_id) "
     "VALUES (?, ?, ?)"
 )
+_INSERT_NEW_EDGE = _INSERT_EDGE + " ON CONFLICT DO NOTHING"
 _INSERT_ENTRY = (
     "INSERT INTO path_entries (path_ref, path_ordinal, record_id, "
-    "retained_context_ref, kind_label, append_intent_id, commit_receipt, position) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "retained_context_ref, kind_label, append_intent_id, commit_receipt, position, "
+    "txid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPSERT_ORDINAL = (
     "INSERT INTO owner_ordinals (trace_owner_id, next_ordinal) VALUES (?, ?) "
     "ON CONFLICT (trace_owner_id) DO UPDATE SET next_ordinal = excluded.next_ordinal"
 )
-_UPDATE_NEXT_COMMIT = "UPDATE meta SET value = ? WHERE key = ?"
+_INSERT_FRONTIER = (
+    "INSERT INTO frontiers (frontier_id, target_trace_owner_id, through_fact_id, "
+    "through_owner_ordinal, publisher_trace_owner_id, created_by_fact_id, "
+    "append_intent_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_UPSERT_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)

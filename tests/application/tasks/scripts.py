@@ -137,7 +137,7 @@ class Crashing(SQLiteTraceStore):
         *,
         expected_heads: Mapping[str, int] | None = None,
     ) -> AppendReceipt:
-        return self._write(
+        return self._fault_write(
             batch.append_intent_id,
             lambda: super(Crashing, self).append(
                 context, batch, expected_heads=expected_heads
@@ -147,12 +147,12 @@ class Crashing(SQLiteTraceStore):
     def publish_cut(
         self, context: AppendContext | OperationContext, spec: CutSpec
     ) -> Cut:
-        return self._write(
+        return self._fault_write(
             f"cut {spec.frontier_id}",
             lambda: super(Crashing, self).publish_cut(context, spec),
         )
 
-    def _write(self, name: str, write: Callable[[], T]) -> T:
+    def _fault_write(self, name: str, write: Callable[[], T]) -> T:
         index = len(self.writes)
         self.writes.append(name)
         dies = not self.died and self._chosen(index, name)

@@ -1,10 +1,12 @@
-"""Two writer PROCESSES on one trace: nothing lost, ordinals and positions exact.
+"""Eight writer PROCESSES on one trace: nothing lost, ordinals and positions exact.
 
 Each scenario runs on a SQLite file and on a PostgreSQL database. The writers
 are separate processes (multiprocessing ``spawn``), each with its own store,
 released together by a barrier. A follower process polls ``read_log`` the whole
 time and must only ever see contiguous runs starting right after the last
-position it saw: a reader never sees position k+1 before k.
+position it saw: a reader never sees position k+1 before k, so it never passes
+a position that commits later (on PostgreSQL, writers commit in any order and
+readers stop at the safe high-water mark, ADR 0036).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import queue
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -19,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from goatherd.domain import TRUSTED_READ_CONTEXT
+from goatherd.domain import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEXT
 from goatherd.domain.log import LogEntry
 from goatherd.domain.store import TraceStore
 from goatherd.infrastructure.store import open_trace_store
@@ -28,9 +31,10 @@ from tests.infrastructure.concurrency.workers import SHARED_OWNER, own_owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-WRITES_PER_WRITER = 150
-COUNTS_PER_COUNTER = 60
-WRITERS = ("w1", "w2")
+WRITES_PER_WRITER = 50
+COUNTS_PER_COUNTER = 20
+WRITERS = tuple(f"w{n}" for n in range(1, 9))
+N = len(WRITERS)
 THROUGH_ALL = 2**63 - 1
 
 BACKENDS = [
@@ -132,28 +136,28 @@ def assert_prefix_reads(reads: list[tuple[int, ...]], total: int) -> None:
     assert last == total - 1
 
 
-class TestTwoWriterProcesses:
-    def test_two_writers_lose_nothing_and_keep_ordinals_and_positions_exact(
+class TestEightWriterProcesses:
+    def test_eight_writers_lose_nothing_and_keep_ordinals_and_positions_exact(
         self, trace_url: str, reopen: Callable[[], TraceStore]
     ) -> None:
-        # act: two writers append two-owner batches while a follower tails the log
+        # act: eight writers append two-owner batches while a follower tails the log
         targets: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
             name: (workers.writer, (trace_url, name, WRITES_PER_WRITER))
             for name in WRITERS
         }
         targets["follower"] = (workers.follower, (trace_url, "follower"))
         outcomes = run_processes(targets, stop_after=("follower",))
-        total = 2 * WRITES_PER_WRITER * len(WRITERS)
+        total = 2 * WRITES_PER_WRITER * N
 
         # every receipt names two fresh records and two distinct commit numbers
         receipts = [r for name in WRITERS for r in outcomes[name]]
-        assert len(receipts) == WRITES_PER_WRITER * len(WRITERS)
+        assert len(receipts) == WRITES_PER_WRITER * N
         commits = sorted(int(c.split(":")[1]) for _, cs, _ in receipts for c in cs)
         assert commits == list(range(total))
 
-        # the shared path: ordinals 0..2N-1, each writer's own in its append order
+        # the shared path: ordinals 0..8N-1, each writer's own in its append order
         shared = sorted(o for _, _, ranges in receipts for o in ranges[SHARED_OWNER])
-        assert shared == [o for o in range(2 * WRITES_PER_WRITER) for _ in (0, 1)]
+        assert shared == [o for o in range(N * WRITES_PER_WRITER) for _ in (0, 1)]
         for name in WRITERS:
             mine = [ranges[SHARED_OWNER][0] for _, _, ranges in outcomes[name]]
             assert mine == sorted(mine)
@@ -171,17 +175,17 @@ class TestTwoWriterProcesses:
             by_owner[entry.record.view.trace_owner_id].append(
                 entry.record.view.owner_ordinal
             )
-        assert by_owner[SHARED_OWNER] == list(range(2 * WRITES_PER_WRITER))
+        assert by_owner[SHARED_OWNER] == list(range(N * WRITES_PER_WRITER))
         for name in WRITERS:
             assert by_owner[own_owner(name)] == list(range(WRITES_PER_WRITER))
-        assert store.head(SHARED_OWNER) == 2 * WRITES_PER_WRITER
+        assert store.head(SHARED_OWNER) == N * WRITES_PER_WRITER
         written = {fid for ids, _, _ in receipts for fid in ids}
         assert len(written) == total
         assert {e.record.record_id for e in log} == written
         shared_slice = store.read_owner_prefix(
             TRUSTED_READ_CONTEXT, SHARED_OWNER, THROUGH_ALL
         )
-        assert len(shared_slice.owner_paths[SHARED_OWNER]) == 2 * WRITES_PER_WRITER
+        assert len(shared_slice.owner_paths[SHARED_OWNER]) == N * WRITES_PER_WRITER
 
         # the writers really overlapped: their records interleave on the shared path
         shared_writers = [
@@ -211,18 +215,76 @@ class TestTwoWriterProcesses:
         # the race was real: some appends lost it and retried
         assert sum(outcomes[name][1] for name in WRITERS) > 0
 
-        # every record got its own ordinal; together they fill 0..2N-1
+        # every record got its own ordinal; together they fill 0..8N-1
         ordinals = [o for name in WRITERS for o in outcomes[name][0]]
-        assert sorted(ordinals) == list(range(2 * COUNTS_PER_COUNTER))
+        assert sorted(ordinals) == list(range(N * COUNTS_PER_COUNTER))
         for name in WRITERS:
             assert outcomes[name][0] == sorted(outcomes[name][0])
         store = reopen()
-        assert store.head(SHARED_OWNER) == 2 * COUNTS_PER_COUNTER
+        assert store.head(SHARED_OWNER) == N * COUNTS_PER_COUNTER
         log = whole_log(store)
-        assert [e.position for e in log] == list(range(2 * COUNTS_PER_COUNTER))
+        assert [e.position for e in log] == list(range(N * COUNTS_PER_COUNTER))
         payloads = sorted(
             (str(e.record.payload["writer"]), str(e.record.payload["n"])) for e in log
         )
         assert payloads == sorted(
             (w, str(n)) for w in WRITERS for n in range(COUNTS_PER_COUNTER)
         )
+
+
+class TestEightWriterThreads:
+    def test_threads_sharing_one_store_group_commit_without_loss_or_reorder(
+        self, trace_url: str, reopen: Callable[[], TraceStore]
+    ) -> None:
+        # act: eight threads append through ONE store (group commit) while a
+        # follower with its own store tails the log
+        store = reopen()
+        follower_store = reopen()
+        barrier = threading.Barrier(N + 1)
+        done = threading.Event()
+        receipts: dict[str, list[Any]] = {name: [] for name in WRITERS}
+        reads: list[tuple[int, ...]] = []
+
+        def write(name: str) -> None:
+            barrier.wait()
+            for n in range(WRITES_PER_WRITER):
+                receipts[name].append(
+                    store.append(TRUSTED_APPEND_CONTEXT, workers.step_batch(name, n))
+                )
+
+        def follow() -> None:
+            barrier.wait()
+            last = -1
+            while True:
+                finished = done.is_set()
+                entries = follower_store.read_log(after=last, limit=1000)
+                if entries:
+                    reads.append(tuple(e.position for e in entries))
+                    last = entries[-1].position
+                elif finished:
+                    return
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in WRITERS]
+        follower = threading.Thread(target=follow)
+        for thread in [*threads, follower]:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+        done.set()
+        follower.join(90)
+
+        total = 2 * WRITES_PER_WRITER * N
+        commits = sorted(
+            int(c.split(":")[1])
+            for rs in receipts.values()
+            for r in rs
+            for c in r.commit_receipts
+        )
+        assert commits == list(range(total))
+        for name in WRITERS:
+            own = [r.owner_ordinal_ranges[own_owner(name)] for r in receipts[name]]
+            assert own == [(n, n) for n in range(WRITES_PER_WRITER)]
+            mine = [r.owner_ordinal_ranges[SHARED_OWNER][0] for r in receipts[name]]
+            assert mine == sorted(mine)
+        assert [e.position for e in whole_log(store)] == list(range(total))
+        assert_prefix_reads(reads, total)

@@ -1,0 +1,613 @@
+"""Store throughput against raw baselines measured in the same run (issue 15).
+
+Every scenario prints its figure, the raw baseline it measured a moment before
+on the same machine, the ratio, and PASS or MISS against the issue's target:
+
+======================  ============================================  ========
+scenario                what is compared                              target
+======================  ============================================  ========
+sqlite-single           one caller's single-record appends / raw      >= 0.40
+                        sqlite3 single-row inserts (one transaction
+                        each, WAL, ``synchronous=NORMAL``)
+sqlite-group            8 appenders (threads, then processes),        >= 3.0
+                        aggregate / one caller
+sqlite-batch            100-record batches / raw 100-row              >= 0.70
+                        ``executemany`` transactions
+pg-single               single appends per second, one writer         >= 1,500/s
+pg-writers              4 writer processes, aggregate / one writer    >= 2.5
+pg-batch                records per second in 100-record batches      >= 20,000
+memory                  resident memory of a writer process after     <= 64 MB
+                        300,000 records (the figure and its growth
+                        over the freshly opened store)
+flat                    single-append rate at 10^6 records / at 0     >= 0.80
+======================  ============================================  ========
+
+Raw baselines use a two-column table ``(id TEXT PRIMARY KEY, body TEXT)`` and
+the same payloads, with the same durability (WAL with ``synchronous=NORMAL``
+on SQLite; PostgreSQL's defaults, ``fsync=on``, ``synchronous_commit=on``). A
+scenario runs each side ``GOATHERD_BENCH_REPEAT`` times (default 3), side by
+side, and reports the best of each (the figure least disturbed by other load).
+
+Knobs: ``GOATHERD_BENCH_ONLY`` (comma-separated scenario names),
+``GOATHERD_BENCH_SCALE`` (float, default 1, scales every count),
+``GOATHERD_BENCH_DB_URL`` or ``GOATHERD_TEST_DB_URL`` (PostgreSQL; the pg
+scenarios are skipped without it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    AppendBatch,
+    AppendGroup,
+    RecordDraft,
+)
+from goatherd.infrastructure.store import open_trace_store
+
+WRITERS = 8
+PG_WRITERS = 4
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def _scale(n: int) -> int:
+    return max(1, int(n * float(os.environ.get("GOATHERD_BENCH_SCALE", "1"))))
+
+
+def _repeat() -> int:
+    return max(1, int(os.environ.get("GOATHERD_BENCH_REPEAT", "3")))
+
+
+def payload(owner: str, n: int) -> dict[str, object]:
+    """The payload every scenario appends (and the raw baselines insert)."""
+    return {
+        "tool": "bash",
+        "cmd": f"pytest -q tests/unit/test_{n % 97}.py",
+        "owner": owner,
+        "n": n,
+        "ok": n % 7 != 0,
+        "elapsed_ms": 100 + n % 1000,
+    }
+
+
+def draft(owner: str, n: int) -> RecordDraft:
+    return RecordDraft("capture", "bench.tool.bash.v1", payload(owner, n), "bash")
+
+
+def single(intent: str, owner: str, n: int) -> AppendBatch:
+    return AppendBatch(intent, (AppendGroup(owner, fact_drafts=(draft(owner, n),)),))
+
+
+def batch_of(intent: str, owner: str, first: int, size: int) -> AppendBatch:
+    drafts = tuple(draft(owner, first + i) for i in range(size))
+    return AppendBatch(intent, (AppendGroup(owner, fact_drafts=drafts),))
+
+
+def _raw_row(tag: str, n: int) -> tuple[str, str]:
+    body = json.dumps(payload(tag, n), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(f"{tag}:{body}".encode()).hexdigest(), body
+
+
+# ------------------------------------------------------------------ output
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def report(name: str, figure: str, ratio: float, target: str, ok: bool) -> None:
+    print(f"{name:<15} {figure}  ratio {ratio:.2f} (target {target})  {verdict(ok)}")
+
+
+def best(samples: list[float]) -> float:
+    return max(samples)
+
+
+def best_of(samples: list[Rates], index: int) -> float:
+    return max(sample[index] for sample in samples)
+
+
+@contextmanager
+def tempdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="goatherd-bench-") as tmp:
+        yield Path(tmp)
+
+
+# ------------------------------------------------------------------ raw SQLite
+
+
+def _raw_sqlite(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, body TEXT)")
+    return conn
+
+
+Rates = tuple[float, float]
+"""Per second of wall time, and per second of process CPU time."""
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+
+    def rates(self, count: int) -> Rates:
+        wall = time.perf_counter() - self.wall
+        cpu = time.process_time() - self.cpu
+        return count / wall, count / max(cpu, 1e-9)
+
+
+def raw_sqlite_singles(path: Path, count: int, tag: str = "raw") -> Rates:
+    """Return rows per second of one-row transactions on a raw sqlite3 table."""
+    conn = _raw_sqlite(path)
+    clock = _Clock()
+    for n in range(count):
+        row = _raw_row(tag, n)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?, ?)", row)
+        conn.execute("COMMIT")
+    rates = clock.rates(count)
+    conn.close()
+    return rates
+
+
+def raw_sqlite_batches(path: Path, batches: int, size: int) -> Rates:
+    """Return rows per second of ``size``-row ``executemany`` transactions."""
+    conn = _raw_sqlite(path)
+    clock = _Clock()
+    for b in range(batches):
+        rows = [_raw_row("raw", b * size + i) for i in range(size)]
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT INTO t VALUES (?, ?)", rows)
+        conn.execute("COMMIT")
+    rates = clock.rates(batches * size)
+    conn.close()
+    return rates
+
+
+def store_sql_floor(path: Path, count: int) -> Rates:
+    """Return appends per second of the store's own statements, without Python.
+
+    A fresh store file (schema and the first witnesses created by the store),
+    then the exact statements a single-record append issues (the opening read,
+    intent, context, record, path entry, owner head, counters), values
+    precomputed: the ceiling the SQL layout sets for ``store_singles``.
+    """
+    with open_trace_store(str(path)) as store:
+        store.append(TRUSTED_APPEND_CONTEXT, single("floor:warm", "agent:f", -1))
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    rows = []
+    for n in range(count):
+        record_id, body = _raw_row("floor", n)
+        intent = f"floor:{n}"
+        context = "context:" + hashlib.sha256(intent.encode()).hexdigest()[:32]
+        rows.append((n, intent, context, record_id, '{"payload":' + body + "}"))
+    witness = conn.execute(
+        "SELECT record_id FROM records WHERE schema_ref = 'kernel.witness.v1'"
+    ).fetchone()[0]
+    clock = _Clock()
+    for n, intent, context, record_id, body in rows:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            _FLOOR_STATE,
+            ("next_commit_seq", "head", intent, "agent:f", "kernel:witness"),
+        ).fetchall()
+        conn.execute(_FLOOR_INTENT, (intent, "0" * 64, "{}", n + 1))
+        conn.execute(_FLOOR_CONTEXT, (context, intent))
+        conn.execute(_FLOOR_RECORD, (record_id, record_id, witness, body, intent))
+        conn.execute(
+            _FLOOR_ENTRY, (n + 1, record_id, context, intent, f"commit:{n + 1}", n + 1)
+        )
+        conn.execute(_FLOOR_HEAD, ("agent:f", n + 2))
+        conn.executemany(
+            _FLOOR_META, [("next_commit_seq", str(n + 2)), ("head", str(n + 2))]
+        )
+        conn.execute("COMMIT")
+    rates = clock.rates(count)
+    conn.close()
+    return rates
+
+
+_FLOOR_STATE = (
+    "SELECT 0, key, value, NULL FROM meta WHERE key IN (?, ?) UNION ALL "
+    "SELECT 1, append_intent_id, batch_digest, receipt_json FROM append_intents "
+    "WHERE append_intent_id IN (?) UNION ALL SELECT 2, trace_owner_id, "
+    "CAST(next_ordinal AS TEXT), NULL FROM owner_ordinals "
+    "WHERE trace_owner_id IN (?, ?)"
+)
+_FLOOR_INTENT = (
+    "INSERT INTO append_intents (append_intent_id, batch_digest, receipt_json, "
+    "commit_seq) VALUES (?, ?, ?, ?)"
+)
+_FLOOR_CONTEXT = (
+    "INSERT INTO contexts VALUES (?, '[]', '[]', '[\"shepherd2-slice-a\"]', '[]', "
+    "'sqlite.local.v1', 'contained', ?) ON CONFLICT (context_id) DO NOTHING"
+)
+_FLOOR_RECORD = (
+    "INSERT INTO records (record_id, digest, schema_ref, mode, witness_ref, "
+    "caused_by_json, body_json, append_intent_id) VALUES (?, ?, 'bench.tool.bash.v1', "
+    "'capture', ?, '[]', ?, ?) ON CONFLICT (record_id) DO NOTHING"
+)
+_FLOOR_ENTRY = (
+    "INSERT INTO path_entries (path_ref, path_ordinal, record_id, "
+    "retained_context_ref, kind_label, append_intent_id, commit_receipt, position) "
+    "VALUES ('agent:f', ?, ?, ?, 'bash', ?, ?, ?)"
+)
+_FLOOR_HEAD = (
+    "INSERT INTO owner_ordinals VALUES (?, ?) ON CONFLICT (trace_owner_id) "
+    "DO UPDATE SET next_ordinal = excluded.next_ordinal"
+)
+_FLOOR_META = (
+    "INSERT INTO meta VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+
+# ------------------------------------------------------------------ store runs
+
+
+def store_singles(url: str, count: int, owner: str = "agent:a") -> Rates:
+    """Return single-record appends per second of one caller on a fresh store."""
+    with open_trace_store(url) as store:
+        store.append(TRUSTED_APPEND_CONTEXT, single(f"{owner}:warm", owner, -1))
+        clock = _Clock()
+        for n in range(count):
+            store.append(TRUSTED_APPEND_CONTEXT, single(f"{owner}:{n}", owner, n))
+        return clock.rates(count)
+
+
+def store_batches(url: str, batches: int, size: int) -> Rates:
+    """Return records per second of ``size``-record batches on a fresh store."""
+    with open_trace_store(url) as store:
+        store.append(TRUSTED_APPEND_CONTEXT, single("warm", "agent:c", -1))
+        clock = _Clock()
+        for b in range(batches):
+            store.append(
+                TRUSTED_APPEND_CONTEXT, batch_of(f"c:{b}", "agent:c", b * size, size)
+            )
+        return clock.rates(batches * size)
+
+
+def store_threads(url: str, writers: int, per_writer: int) -> float:
+    """Return the aggregate append rate of ``writers`` threads on one store."""
+    with open_trace_store(url) as store:
+        store.append(TRUSTED_APPEND_CONTEXT, single("warm", "agent:warm", -1))
+        barrier = threading.Barrier(writers + 1)
+
+        def work(k: int) -> None:
+            owner = f"agent:t{k}"
+            barrier.wait()
+            for n in range(per_writer):
+                store.append(TRUSTED_APPEND_CONTEXT, single(f"{owner}:{n}", owner, n))
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(writers)]
+        for thread in threads:
+            thread.start()
+        barrier.wait()
+        start = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        return writers * per_writer / (time.perf_counter() - start)
+
+
+def _process_writer(url: str, owner: str, count: int, barrier: Any, out: Any) -> None:
+    with open_trace_store(url) as store:
+        store.append(TRUSTED_APPEND_CONTEXT, single(f"{owner}:warm", owner, -1))
+        barrier.wait()
+        start = time.perf_counter()
+        for n in range(count):
+            store.append(TRUSTED_APPEND_CONTEXT, single(f"{owner}:{n}", owner, n))
+        out.put((start, time.perf_counter()))
+
+
+def store_processes(url: str, writers: int, per_writer: int) -> float:
+    """Return the aggregate append rate of ``writers`` processes on one trace."""
+    open_trace_store(url).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(writers)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_process_writer, args=(url, f"agent:p{k}", per_writer, barrier, out)
+        )
+        for k in range(writers)
+    ]
+    for proc in procs:
+        proc.start()
+    spans: list[tuple[float, float]] = [out.get(timeout=600) for _ in procs]
+    for proc in procs:
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"writer process exited with {proc.exitcode}")
+    start = min(s for s, _ in spans)
+    end = max(e for _, e in spans)
+    return writers * per_writer / (end - start)
+
+
+# ------------------------------------------------------------------ SQLite
+
+
+def sqlite_single() -> None:
+    count = _scale(3000)
+    ours, raws, floors = [], [], []
+    for k in range(_repeat()):
+        with tempdir() as tmp:
+            raws.append(raw_sqlite_singles(tmp / "raw.sqlite", count))
+            ours.append(store_singles(str(tmp / f"s{k}.sqlite"), count))
+            floors.append(store_sql_floor(tmp / f"f{k}.sqlite", count))
+    wall, cpu = (best_of(ours, i) / best_of(raws, i) for i in (0, 1))
+    report(
+        "sqlite-single",
+        f"{best_of(ours, 0):,.0f} appends/s vs raw {best_of(raws, 0):,.0f}/s "
+        f"(per CPU second {best_of(ours, 1):,.0f} vs {best_of(raws, 1):,.0f}: "
+        f"{cpu:.2f}; the store's SQL alone {best_of(floors, 0):,.0f}/s, "
+        f"{best_of(floors, 0) / best_of(raws, 0):.2f} of raw)",
+        wall,
+        ">= 0.40",
+        wall >= 0.40,
+    )
+
+
+def sqlite_group() -> None:
+    per = _scale(500)
+    one, threads, procs = [], [], []
+    for k in range(_repeat()):
+        with tempdir() as tmp:
+            one.append(store_singles(str(tmp / f"o{k}.sqlite"), per * 2)[0])
+            threads.append(store_threads(str(tmp / f"t{k}.sqlite"), WRITERS, per))
+            procs.append(store_processes(str(tmp / f"p{k}.sqlite"), WRITERS, per))
+    base = best(one)
+    for name, rates in (("threads", threads), ("processes", procs)):
+        ratio = best(rates) / base
+        report(
+            f"sqlite-group/{name[0]}",
+            f"{WRITERS} {name}: {best(rates):,.0f} appends/s vs one {base:,.0f}/s",
+            ratio,
+            ">= 3.0",
+            ratio >= 3.0,
+        )
+
+
+def sqlite_batch() -> None:
+    batches = _scale(100)
+    ours, raws = [], []
+    for k in range(_repeat()):
+        with tempdir() as tmp:
+            raws.append(raw_sqlite_batches(tmp / "raw.sqlite", batches, 100))
+            ours.append(store_batches(str(tmp / f"b{k}.sqlite"), batches, 100))
+    wall, cpu = (best_of(ours, i) / best_of(raws, i) for i in (0, 1))
+    report(
+        "sqlite-batch",
+        f"{best_of(ours, 0):,.0f} records/s vs raw {best_of(raws, 0):,.0f}/s "
+        f"(per CPU second {best_of(ours, 1):,.0f} vs {best_of(raws, 1):,.0f}: "
+        f"{cpu:.2f})",
+        wall,
+        ">= 0.70",
+        wall >= 0.70,
+    )
+
+
+# ------------------------------------------------------------------ PostgreSQL
+
+
+def pg_url() -> str | None:
+    return os.environ.get("GOATHERD_BENCH_DB_URL") or os.environ.get(
+        "GOATHERD_TEST_DB_URL"
+    )
+
+
+def reset_postgres(url: str) -> None:
+    """Empty the benchmark database: each run starts from nothing."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP SCHEMA public CASCADE"))
+            conn.execute(sa.text("CREATE SCHEMA public"))
+    finally:
+        engine.dispose()
+
+
+def _libpq(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url).set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _raw_pg_writer(dsn: str, tag: str, count: int, barrier: Any, out: Any) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        barrier.wait()
+        start = time.perf_counter()
+        for n in range(count):
+            conn.execute("INSERT INTO t VALUES (%s, %s)", _raw_row(tag, n))
+            conn.commit()
+        out.put((start, time.perf_counter()))
+
+
+def raw_pg(url: str, writers: int, per_writer: int) -> float:
+    """Return the aggregate commit rate of raw psycopg one-row transactions."""
+    import psycopg
+
+    reset_postgres(url)
+    dsn = _libpq(url)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, body TEXT)")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(writers)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_raw_pg_writer, args=(dsn, f"w{k}", per_writer, barrier, out)
+        )
+        for k in range(writers)
+    ]
+    for proc in procs:
+        proc.start()
+    spans: list[tuple[float, float]] = [out.get(timeout=600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return writers * per_writer / (max(e for _, e in spans) - min(s for s, _ in spans))
+
+
+def pg_runs(url: str) -> None:
+    per = _scale(1000)
+    one, many, raw_one, raw_many, batches = [], [], [], [], []
+    for _ in range(_repeat()):
+        raw_one.append(raw_pg(url, 1, per))
+        raw_many.append(raw_pg(url, PG_WRITERS, per))
+        reset_postgres(url)
+        one.append(store_processes(url, 1, per))
+        reset_postgres(url)
+        many.append(store_processes(url, PG_WRITERS, per))
+        reset_postgres(url)
+        batches.append(store_batches(url, _scale(100), 100)[0])
+    report(
+        "pg-single",
+        f"{best(one):,.0f} appends/s (raw psycopg {best(raw_one):,.0f}/s)",
+        best(one) / best(raw_one),
+        ">= 1,500/s",
+        best(one) >= 1500,
+    )
+    ratio = best(many) / best(one)
+    report(
+        "pg-writers",
+        f"{PG_WRITERS} writers {best(many):,.0f} appends/s vs one {best(one):,.0f}/s"
+        f" (raw psycopg {best(raw_many) / best(raw_one):.2f}x)",
+        ratio,
+        ">= 2.5",
+        ratio >= 2.5,
+    )
+    report(
+        "pg-batch",
+        f"{best(batches):,.0f} records/s in 100-record batches",
+        best(batches) / 20_000,
+        ">= 20,000/s",
+        best(batches) >= 20_000,
+    )
+
+
+# ------------------------------------------------------------------ memory
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _memory_writer(path: str, records: int, out: Any) -> None:
+    with open_trace_store(path) as store:
+        store.append(TRUSTED_APPEND_CONTEXT, single("warm", "agent:m0", -1))
+        opened = _rss_mb()
+        size = 100
+        for b in range(records // size):
+            owner = f"agent:m{b % 50}"
+            store.append(
+                TRUSTED_APPEND_CONTEXT, batch_of(f"m:{b}", owner, b * size, size)
+            )
+        out.put((opened, _rss_mb()))
+
+
+def memory() -> None:
+    records = _scale(300_000)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    with tempdir() as tmp:
+        proc = ctx.Process(
+            target=_memory_writer, args=(str(tmp / "m.sqlite"), records, out)
+        )
+        proc.start()
+        opened, final = out.get(timeout=1800)
+        proc.join()
+    report(
+        "memory",
+        f"writer RSS {final:.0f} MB after {records:,} records "
+        f"(opened store: {opened:.0f} MB, growth {final - opened:.0f} MB)",
+        final / 64,
+        "<= 64 MB",
+        final <= 64,
+    )
+
+
+# ------------------------------------------------------------------ flat
+
+
+def _rate_window(store: Any, tag: str, count: int) -> float:
+    start = time.perf_counter()
+    for n in range(count):
+        owner = f"agent:f{n % 100}"
+        store.append(TRUSTED_APPEND_CONTEXT, single(f"{tag}:{n}", owner, n))
+    return count / (time.perf_counter() - start)
+
+
+def flat() -> None:
+    total = _scale(1_000_000)
+    window = _scale(2000)
+    marks = [0, total // 4, total // 2, total]
+    rates: dict[int, float] = {}
+    with tempdir() as tmp, open_trace_store(str(tmp / "f.sqlite")) as store:
+        filled = 0
+        size = 1000
+        for mark in marks:
+            while filled < mark:
+                owner = f"agent:f{(filled // size) % 100}"
+                store.append(
+                    TRUSTED_APPEND_CONTEXT,
+                    batch_of(f"fill:{filled}", owner, filled, min(size, mark - filled)),
+                )
+                filled = min(mark, filled + size)
+            rates[mark] = max(
+                _rate_window(store, f"w{mark}:{k}", window) for k in range(_repeat())
+            )
+            filled += window * _repeat()
+    figures = ", ".join(f"{m:,}: {r:,.0f}/s" for m, r in rates.items())
+    ratio = rates[total] / rates[0]
+    report("flat", f"single appends at {figures}", ratio, ">= 0.80", ratio >= 0.80)
+
+
+# ------------------------------------------------------------------ runner
+
+SCENARIOS: dict[str, Callable[[], None]] = {
+    "sqlite-single": sqlite_single,
+    "sqlite-group": sqlite_group,
+    "sqlite-batch": sqlite_batch,
+    "pg": lambda: pg_runs(url) if (url := pg_url()) else print("pg: skipped"),
+    "memory": memory,
+    "flat": flat,
+}
+
+
+def run() -> None:
+    only = [s for s in os.environ.get("GOATHERD_BENCH_ONLY", "").split(",") if s]
+    unknown = sorted(set(only) - set(SCENARIOS))
+    if unknown:
+        raise SystemExit(f"unknown scenario(s): {', '.join(unknown)}")
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    for name, scenario in SCENARIOS.items():
+        if not only or name in only:
+            scenario()
+    print(f"load average at end: {os.getloadavg()}", flush=True)

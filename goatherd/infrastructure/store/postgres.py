@@ -1,0 +1,162 @@
+"""PostgreSQL specifics of schema v2: position allocation and the safe high-water mark.
+
+Writers on PostgreSQL hold no global lock through their commit (ADR 0036).
+Each append transaction locks only what it touches (advisory transaction locks
+on its owners and its intent), plans, and then calls ``goatherd_allocate``
+once. Under a session-level advisory lock held for that one statement, the
+function draws the transaction's log positions and commit numbers from two
+sequences and takes an advisory transaction lock named by its first position
+(and its first commit number), which it holds until it ends.
+
+A reader first calls ``goatherd_safe``: under the allocation lock (shared),
+the smallest position still held in ``pg_locks`` minus one, else the highest
+position ever drawn. Every position at or below it has ended: committed (so
+visible to the reader's next statement) or rolled back for good. A follower
+reading up to it never passes a position that commits later. A transaction
+that dies after allocating leaves its positions unused (ADR 0036).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+__all__ = [
+    "ALLOCATE_SQL",
+    "COMMITS_SEQUENCE",
+    "DDL",
+    "INT64_MAX",
+    "POSITIONS_SEQUENCE",
+    "SAFE_SQL",
+    "lock_key",
+    "sequence_restart",
+]
+
+ALLOCATE_LOCK_KEY: Final = 0x60A7_A110
+INT64_MAX: Final = 2**63 - 1
+POSITIONS_SEQUENCE: Final = "goatherd_positions"
+COMMITS_SEQUENCE: Final = "goatherd_commits"
+
+# Returns ARRAY[txid, first position, first commit number]; -1 for none.
+_ALLOCATE_FUNCTION: Final = (
+    """
+CREATE OR REPLACE FUNCTION goatherd_allocate(positions integer, commits integer)
+RETURNS bigint[] LANGUAGE plpgsql AS $fn$
+DECLARE
+    xid bigint;
+    floor bigint;
+    first_position bigint := -1;
+    first_commit bigint := -1;
+BEGIN
+    PERFORM pg_advisory_lock({ALLOCATE_LOCK_KEY});
+    BEGIN
+        xid := pg_current_xact_id()::text::bigint;
+        -- Never below what is committed: rows an import wrote took numbers
+        -- without the sequences (two index lookups).
+        IF positions > 0 THEN
+            first_position := nextval('{POSITIONS_SEQUENCE}');
+            SELECT COALESCE(max(position) + 1, 0) INTO floor FROM path_entries;
+            first_position := GREATEST(first_position, floor);
+            PERFORM setval('{POSITIONS_SEQUENCE}', first_position + positions - 1);
+            -- Held until this transaction ends: readers see it in pg_locks
+            -- and stop below it (goatherd_safe).
+            PERFORM pg_advisory_xact_lock(
+                (first_position >> 32)::integer,
+                (first_position & 4294967295)::bit(32)::integer
+            );
+        END IF;
+        IF commits > 0 THEN
+            first_commit := nextval('{COMMITS_SEQUENCE}');
+            SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
+            first_commit := GREATEST(first_commit, floor);
+            PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
+            PERFORM pg_advisory_xact_lock(
+                ((first_commit >> 32) | 1073741824)::integer,
+                (first_commit & 4294967295)::bit(32)::integer
+            );
+        END IF;
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM pg_advisory_unlock({ALLOCATE_LOCK_KEY});
+        RAISE;
+    END;
+    PERFORM pg_advisory_unlock({ALLOCATE_LOCK_KEY});
+    RETURN ARRAY[xid, first_position, first_commit];
+END
+$fn$""".replace("{ALLOCATE_LOCK_KEY}", str(ALLOCATE_LOCK_KEY))
+    .replace("{POSITIONS_SEQUENCE}", POSITIONS_SEQUENCE)
+    .replace("{COMMITS_SEQUENCE}", COMMITS_SEQUENCE)
+)
+
+# Returns ARRAY[safe position, safe commit number]: every allocation at or
+# below them has ended (committed, or rolled back for good). Taken between
+# allocations (the allocation lock, shared), from the allocations still held
+# (pg_locks) and the highest ever drawn (the sequences, or committed rows an
+# import wrote).
+_SAFE_FUNCTION: Final = (
+    """
+CREATE OR REPLACE FUNCTION goatherd_safe()
+RETURNS bigint[] LANGUAGE plpgsql AS $fn$
+DECLARE
+    held_position bigint;
+    held_commit bigint;
+    top_position bigint;
+    top_commit bigint;
+BEGIN
+    PERFORM pg_advisory_lock_shared({ALLOCATE_LOCK_KEY});
+    BEGIN
+        SELECT min(CASE WHEN classid < 1073741824 THEN k END),
+               min(CASE WHEN classid >= 1073741824
+                        THEN k - (1073741824::bigint << 32) END)
+          INTO held_position, held_commit
+          FROM (SELECT classid, (classid::bigint << 32) | objid::bigint AS k
+                  FROM pg_locks
+                 WHERE locktype = 'advisory' AND objsubid = 2 AND granted
+                   AND database = (SELECT oid FROM pg_database
+                                    WHERE datname = current_database())) held;
+        SELECT CASE WHEN is_called THEN last_value ELSE -1 END
+          INTO top_position FROM {POSITIONS_SEQUENCE};
+        SELECT CASE WHEN is_called THEN last_value ELSE -1 END
+          INTO top_commit FROM {COMMITS_SEQUENCE};
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM pg_advisory_unlock_shared({ALLOCATE_LOCK_KEY});
+        RAISE;
+    END;
+    PERFORM pg_advisory_unlock_shared({ALLOCATE_LOCK_KEY});
+    top_position := GREATEST(top_position,
+        (SELECT COALESCE(max(position), -1) FROM path_entries));
+    top_commit := GREATEST(top_commit,
+        (SELECT COALESCE(max(commit_seq), -1) FROM append_intents));
+    RETURN ARRAY[COALESCE(held_position - 1, top_position),
+                 COALESCE(held_commit - 1, top_commit)];
+END
+$fn$""".replace("{ALLOCATE_LOCK_KEY}", str(ALLOCATE_LOCK_KEY))
+    .replace("{POSITIONS_SEQUENCE}", POSITIONS_SEQUENCE)
+    .replace("{COMMITS_SEQUENCE}", COMMITS_SEQUENCE)
+)
+
+DDL: Final = (
+    f"CREATE SEQUENCE IF NOT EXISTS {POSITIONS_SEQUENCE} AS bigint "
+    "MINVALUE 0 START WITH 0",
+    f"CREATE SEQUENCE IF NOT EXISTS {COMMITS_SEQUENCE} AS bigint "
+    "MINVALUE 0 START WITH 0",
+    _ALLOCATE_FUNCTION,
+    _SAFE_FUNCTION,
+)
+
+SAFE_SQL: Final = "SELECT goatherd_safe()"
+"""Returns ``[safe position, safe commit number]`` (the readers' high-water mark)."""
+
+ALLOCATE_SQL: Final = "SELECT goatherd_allocate(?, ?)"
+
+
+def lock_key(kind: str, name: str) -> int:
+    """Return the signed 64-bit advisory lock key of an owner or an intent."""
+    digest = hashlib.blake2b(f"{kind}\0{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def sequence_restart(name: str, next_value: int) -> str:
+    """Return the statement after which sequence ``name`` hands out ``next_value``."""
+    if next_value <= 0:
+        return f"SELECT setval('{name}', 0, false)"
+    return f"SELECT setval('{name}', {next_value - 1}, true)"

@@ -1,0 +1,363 @@
+"""Link, read and verify the commit chain on the database (``chain.py`` defines it).
+
+:func:`seal` (inside a write transaction) numbers any intent that has no
+commit number yet (an imported or pre-chain trace: in the order of its first
+log position, then commit time), computes the commit digests that are
+missing from the rows, and links every commit that has no head digest yet,
+continuing from the last stored link. On PostgreSQL only commits below the
+safe high-water mark are linked (a slower writer may still commit a smaller
+number). :func:`verify_chain` recomputes every digest and link from the rows
+alone (never trusting a stored digest) and compares: this is what makes a
+noted head worth noting.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any, Final
+
+from goatherd.domain.errors import TraceStoreError
+from goatherd.infrastructure.store import postgres as pg
+from goatherd.infrastructure.store.chain import (
+    GENESIS,
+    ChainProblem,
+    ChainReport,
+    CommitContent,
+    TraceHead,
+    commit_digest,
+    contents_from_rows,
+    link,
+    meta_value,
+    parse_meta,
+)
+from goatherd.infrastructure.store.driver import Driver
+from goatherd.infrastructure.store.schema import META_HEAD
+
+__all__ = ["linked_head", "read_head", "seal", "verify_chain"]
+
+_BATCH: Final = 2000
+
+
+def read_head(sql: Driver) -> tuple[int, str | None]:
+    """Return ``meta.head`` as ``(commits, digest or None)``."""
+    rows = sql.rows(_META_HEAD_SQL, (META_HEAD,))
+    return parse_meta(rows[0][0] if rows else None)
+
+
+def seal(sql: Driver) -> TraceHead:
+    """Link every linkable commit; return the stored head (write transaction).
+
+    On PostgreSQL, sealers serialize on an advisory transaction lock, and the
+    linking stops at the first commit a writer might still be finishing.
+    """
+    if sql.postgres:
+        sql.rows(_SEAL_LOCK_SQL)
+    _number_unsequenced(sql)
+    _digest_missing(sql)
+    commits, head = read_head(sql)
+    if head is None:
+        commits, previous, after = 0, GENESIS, -1
+    else:
+        previous, after = head, commits - 1
+    links: list[tuple[str, str]] = []
+    safe = _safe_commit(sql)
+    for seq, intent_id, digest in sql.rows(_UNLINKED_SQL, (after,)):
+        if seq > safe:  # a writer below may still be finishing (PostgreSQL)
+            break
+        previous = link(previous, digest)
+        links.append((previous, intent_id))
+        commits = int(seq) + 1
+    if links:
+        sql.run_many(_SET_HEAD_SQL, links)
+    if links or head is None:
+        sql.run_many(_UPSERT_META_SQL, [(META_HEAD, meta_value(commits, previous))])
+    return TraceHead(commits, previous)
+
+
+def linked_head(sql: Driver) -> TraceHead | None:
+    """Return the head with any unlinked tail linked in memory (read-only).
+
+    ``None``: a commit has no number or digest yet (a trace never sealed):
+    only a full recomputation (:func:`verify_chain`) gives its head.
+    """
+    commits, head = read_head(sql)
+    if head is None:
+        return None
+    previous, safe = head, _safe_commit(sql)
+    for seq, _, digest in sql.rows(_UNLINKED_SQL, (commits - 1,)):
+        if seq > safe:
+            break
+        if digest is None:
+            return None
+        previous = link(previous, digest)
+        commits = int(seq) + 1
+    # Rows an import wrote are numbered when sealed (indexed on PostgreSQL;
+    # on SQLite an import seals in its own transaction).
+    if sql.postgres and sql.rows(_UNSEQUENCED_ONE_SQL):
+        return None
+    return TraceHead(commits, previous)
+
+
+def _number_unsequenced(sql: Driver) -> None:
+    rows = sql.rows(_UNSEQUENCED_SQL)
+    if not rows:
+        return
+    ((highest,),) = sql.rows(_HIGHEST_SEQ_SQL)
+    first = int(highest) + 1
+    sql.run_many(_SET_SEQ_SQL, [(first + n, row[0]) for n, row in enumerate(rows)])
+    if sql.postgres:
+        sql.run(pg.sequence_restart(pg.COMMITS_SEQUENCE, first + len(rows)))
+
+
+def _digest_missing(sql: Driver) -> None:
+    missing = sql.rows(_MISSING_DIGEST_SQL)
+    if not missing:
+        return
+    wanted = {int(row[0]) for row in missing}
+    updates: list[tuple[str, str]] = []
+    for intent, content in _contents(sql, min(wanted)):
+        if int(intent[0]) not in wanted:
+            continue
+        if isinstance(content, ChainProblem):
+            raise TraceStoreError(f"cannot link the commit chain: {content}")
+        updates.append((commit_digest(content), intent[1]))
+    sql.run_many(_SET_DIGEST_SQL, updates)
+
+
+def verify_chain(
+    sql: Driver, expect: TraceHead | None = None, *, legacy: bool = False
+) -> ChainReport:
+    """Recompute every commit digest and link from the rows; compare with the stored.
+
+    Read-only. Each commit's stored digest is compared with the one its rows
+    give, and each stored link with the link from the stored link before it,
+    so one edit is named once, at the commit it touched; ``meta.head`` must
+    be the last stored link. ``expect``: a head noted earlier; the report
+    says whether this trace still has it after the same number of commits
+    (nothing it covered was rewritten or truncated). A head noted without its
+    count matches at any length. ``legacy``: a schema v1 trace, numbered as
+    its upgrade will.
+    """
+    walk = _Walk(expect)
+    safe = pg.INT64_MAX if legacy else _safe_commit(sql)
+    for intent, content in _contents(sql, 0, legacy):
+        if int(intent[0]) > safe:
+            break
+        walk.step(intent, content)
+    head = TraceHead(walk.commits, walk.previous)
+    stored = None if legacy else walk.check_meta(sql)
+    return ChainReport(head, stored, tuple(walk.problems), walk.expected, walk.unsealed)
+
+
+class _Walk:
+    """The chain recomputed from the rows, and the stored chain beside it."""
+
+    def __init__(self, expect: TraceHead | None) -> None:
+        self.problems: list[ChainProblem] = []
+        self.previous, self.commits, self.seen = GENESIS, 0, -1
+        self.chained, self.linked, self.unsealed = GENESIS, 0, 0
+        self.expect = expect
+        self.expected = None if expect is None else _matches(expect, 0, GENESIS)
+
+    def step(
+        self, intent: Sequence[Any], content: CommitContent | ChainProblem
+    ) -> None:
+        seq, intent_id = int(intent[0]), intent[1]
+        stored_digest, stored_head = intent[4], intent[5]
+        if seq != self.seen + 1:
+            self.report(seq, intent_id, f"commit {self.seen + 1} is missing")
+        self.seen = seq
+        digest: str | None = None
+        if isinstance(content, ChainProblem):
+            self.problems.append(content)
+        else:
+            digest = commit_digest(content)
+            self.previous = link(self.previous, digest)
+            self.commits = seq + 1
+            if stored_digest is not None and stored_digest != digest:
+                self.report(
+                    seq,
+                    intent_id,
+                    "what the commit wrote changed since it committed "
+                    "(its commit digest differs)",
+                )
+        if stored_head is None:
+            self.unsealed += 1
+        else:
+            self._follow(seq, intent_id, stored_digest or digest, stored_head)
+        if self.expect is not None and not self.expected:
+            self.expected = _matches(self.expect, self.commits, self.previous)
+
+    def _follow(
+        self, seq: int, intent_id: str, digest: str | None, stored_head: str
+    ) -> None:
+        if self.unsealed:
+            self.report(seq, intent_id, "linked after a commit that is not linked")
+        elif digest is not None and stored_head != link(self.chained, digest):
+            self.report(
+                seq,
+                intent_id,
+                "its head digest does not follow from the commit before "
+                "(the chain was rewritten or a commit removed)",
+            )
+        self.chained, self.linked = stored_head, seq + 1
+
+    def report(self, seq: int | None, intent_id: str | None, detail: str) -> None:
+        self.problems.append(ChainProblem(seq, intent_id, detail))
+
+    def check_meta(self, sql: Driver) -> TraceHead | None:
+        """Compare ``meta.head`` with the last stored link; return it."""
+        rows = sql.rows(_META_HEAD_SQL, (META_HEAD,))
+        value = rows[0][0] if rows else None
+        try:
+            commits, digest = parse_meta(value)
+        except ValueError:
+            self.report(None, None, f"meta head {value!r} is not <commits> <digest>")
+            return None
+        last = TraceHead(self.linked, self.chained)
+        if digest is None:
+            if self.linked:
+                self.report(
+                    None, None, f"meta has no head, the rows are linked to {last}"
+                )
+            return None
+        stored = TraceHead(commits, digest)
+        if stored != last:
+            self.report(
+                None, None, f"meta head is {stored}, the stored links end at {last}"
+            )
+        return stored
+
+
+def _matches(expect: TraceHead, commits: int, digest: str) -> bool:
+    return digest == expect.digest and expect.commits in (commits, -1)
+
+
+def _contents(
+    sql: Driver, from_seq: int, legacy: bool = False
+) -> Iterator[tuple[Sequence[Any], CommitContent | ChainProblem]]:
+    streams = [
+        _stream(sql, query, (from_seq,)) for query in _streams_sql(sql.postgres, legacy)
+    ]
+    try:
+        yield from contents_from_rows(*streams)
+    finally:
+        for stream in streams:
+            stream.close()
+
+
+def _stream(sql: Driver, query: str, params: Sequence[object]) -> Generator[Any]:
+    raw = sql.raw
+    if sql.postgres:
+        cursor = raw.cursor(name=f"goatherd_chain_{next(_NAMES)}")
+        cursor.itersize = _BATCH
+        cursor.execute(query.replace("?", "%s"), tuple(params))
+    else:
+        cursor = raw.cursor()
+        cursor.execute(query, tuple(params))
+    try:
+        while rows := cursor.fetchmany(_BATCH):
+            yield from rows
+    finally:
+        cursor.close()
+
+
+_NAMES = itertools.count()
+
+_META_HEAD_SQL = "SELECT value FROM meta WHERE key = ?"
+_SEAL_LOCK_SQL = "SELECT pg_advisory_xact_lock(1617391937)"
+_UPSERT_META_SQL = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+_UNSEQUENCED_SQL = (
+    "SELECT i.append_intent_id FROM append_intents i LEFT JOIN path_entries e "
+    "ON e.append_intent_id = i.append_intent_id WHERE i.commit_seq IS NULL "
+    "GROUP BY i.append_intent_id, i.committed_at "
+    "ORDER BY MIN(e.position) IS NULL, MIN(e.position), i.committed_at, "
+    "i.append_intent_id"
+)
+_SET_SEQ_SQL = "UPDATE append_intents SET commit_seq = ? WHERE append_intent_id = ?"
+_MISSING_DIGEST_SQL = (
+    "SELECT commit_seq FROM append_intents WHERE commit_digest IS NULL "
+    "AND commit_seq IS NOT NULL"
+)
+_SET_DIGEST_SQL = (
+    "UPDATE append_intents SET commit_digest = ? WHERE append_intent_id = ?"
+)
+_SET_HEAD_SQL = "UPDATE append_intents SET head_digest = ? WHERE append_intent_id = ?"
+
+
+def _safe_commit(sql: Driver) -> int:
+    """The highest commit number every writer below has finished (ADR 0036)."""
+    if not sql.postgres:
+        return pg.INT64_MAX
+    ((safe,),) = sql.rows(pg.SAFE_SQL)
+    return int(safe[1])
+
+
+_UNLINKED_SQL = (
+    "SELECT commit_seq, append_intent_id, commit_digest FROM append_intents "
+    "WHERE commit_seq > ? AND head_digest IS NULL ORDER BY commit_seq"
+)
+_UNSEQUENCED_ONE_SQL = "SELECT 1 FROM append_intents WHERE commit_seq IS NULL LIMIT 1"
+_HIGHEST_SEQ_SQL = "SELECT COALESCE(MAX(commit_seq), -1) FROM append_intents"
+
+
+# Every stream numbers the intents through one CTE: the stored commit_seq,
+# or, for a schema v1 trace read as it is, the order the upgrade will give.
+_NUMBERED_V2 = "SELECT append_intent_id, commit_seq FROM append_intents"
+_NUMBERED_V1_SQLITE = (
+    "SELECT append_intent_id, row_number() OVER (ORDER BY rowid) - 1 AS commit_seq "
+    "FROM append_intents"
+)
+_NUMBERED_V1_PG = (
+    "SELECT i.append_intent_id, row_number() OVER (ORDER BY min(e.position) "
+    "NULLS LAST, i.committed_at, i.append_intent_id) - 1 AS commit_seq "
+    "FROM append_intents i LEFT JOIN path_entries e "
+    "ON e.append_intent_id = i.append_intent_id GROUP BY i.append_intent_id"
+)
+_INTENTS_SQL = (
+    "WITH n AS ({numbered}) "
+    "SELECT n.commit_seq, i.append_intent_id, i.batch_digest, i.receipt_json, "
+    "{chain}, i.committed_at FROM append_intents i JOIN n "
+    "ON n.append_intent_id = i.append_intent_id "
+    "WHERE n.commit_seq >= ? ORDER BY n.commit_seq"
+)
+_CONTEXTS_SQL = (
+    "WITH n AS ({numbered}) "
+    "SELECT n.commit_seq, c.context_id, c.active_binding_refs_json, "
+    "c.capability_witness_refs_json, c.semantic_environment_refs_json, "
+    "c.visibility_policy_refs_json, c.substrate_ref, c.containment "
+    "FROM contexts c JOIN n ON n.append_intent_id = c.append_intent_id "
+    "WHERE n.commit_seq >= ? ORDER BY n.commit_seq"
+)
+_ENTRIES_SQL = (
+    "WITH n AS ({numbered}) "
+    "SELECT n.commit_seq, e.path_ref, e.path_ordinal, e.record_id, "
+    "e.retained_context_ref, e.kind_label, e.commit_receipt, e.position, "
+    "r.record_id, r.digest, r.schema_ref, r.mode, r.witness_ref, r.caused_by_json "
+    "FROM path_entries e JOIN n ON n.append_intent_id = e.append_intent_id "
+    "LEFT JOIN records r ON r.record_id = e.record_id "
+    "WHERE n.commit_seq >= ? ORDER BY n.commit_seq"
+)
+_FRONTIERS_SQL = (
+    "WITH n AS ({numbered}) "
+    "SELECT n.commit_seq, f.frontier_id, f.target_trace_owner_id, f.through_fact_id, "
+    "f.through_owner_ordinal, f.publisher_trace_owner_id, f.created_by_fact_id "
+    "FROM frontiers f JOIN n ON n.append_intent_id = f.append_intent_id "
+    "WHERE n.commit_seq >= ? ORDER BY n.commit_seq"
+)
+
+
+def _streams_sql(postgres: bool, legacy: bool) -> tuple[str, ...]:
+    if not legacy:
+        numbered, chain = _NUMBERED_V2, "i.commit_digest, i.head_digest"
+    else:
+        numbered = _NUMBERED_V1_PG if postgres else _NUMBERED_V1_SQLITE
+        chain = "NULL, NULL"
+    return tuple(
+        query.replace("{numbered}", numbered).replace("{chain}", chain)
+        for query in (_INTENTS_SQL, _CONTEXTS_SQL, _ENTRIES_SQL, _FRONTIERS_SQL)
+    )
