@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from goatherd.integrations.mcp import ToolInputError
@@ -212,6 +212,8 @@ _SEGMENTS = st.sampled_from(
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(parts=["src", "a.py", "x\ny"], content="")  # a refusal stays one line
+@example(parts=["src", "a.py", "\x85new\u2028"], content="")
 @given(
     parts=st.lists(st.one_of(_SEGMENTS, st.text(max_size=6)), min_size=1, max_size=5),
     content=st.text(max_size=20),

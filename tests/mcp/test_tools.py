@@ -174,6 +174,9 @@ def test_an_unknown_environment_records_nothing(make_tools: ToolsFactory) -> Non
         ("list_files", {"path": "../.."}),
         ("run", {"command": "ls", "cwd": "../.."}),
         ("restore", {"checkpoint_id": "cp:nope:1"}),
+        ("restore", {"checkpoint_id": "cp:\nforged line"}),
+        ("write_file", {"path": "calc.py/x\ny.txt", "content": "x"}),
+        ("read_file", {"path": "two\nlines.txt"}),
     ],
 )
 def test_a_refused_call_is_recorded_and_changes_nothing(

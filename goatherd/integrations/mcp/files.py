@@ -146,8 +146,8 @@ class WorkspaceFiles:
         start = first_line - 1
         if start > len(lines) and lines:
             raise ToolInputError(
-                f"{path} has {len(lines)} lines; start_line {first_line} is past"
-                " its end"
+                f"{_named(path)} has {len(lines)} lines; start_line {first_line}"
+                " is past its end"
             )
         chosen: list[str] = []
         used = 0
@@ -168,10 +168,10 @@ class WorkspaceFiles:
         with self._opened(path, parts) as fd:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                raise ToolInputError(f"{path} is not a regular file")
+                raise ToolInputError(f"{_named(path)} is not a regular file")
             if limit is not None and info.st_size > limit:
                 raise ToolInputError(
-                    f"{path} is {info.st_size} bytes; files over {limit} bytes"
+                    f"{_named(path)} is {info.st_size} bytes; files over {limit} bytes"
                     " cannot be edited with this tool"
                 )
             chunks = []
@@ -185,10 +185,11 @@ class WorkspaceFiles:
             with self._directory(parts[:-1], create=False) as parent:
                 fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent)
         except FileNotFoundError:
-            raise ToolInputError(f"{path} does not exist") from None
+            raise ToolInputError(f"{_named(path)} does not exist") from None
         except NotADirectoryError:
             raise ToolInputError(
-                f"{path}: a parent is not a directory, or is a symlink (not followed)"
+                f"{_named(path)}: a parent is not a directory, or is a symlink"
+                " (not followed)"
             ) from None
         except OSError as error:
             raise ToolInputError(_os_message(path, error)) from None
@@ -224,17 +225,18 @@ class WorkspaceFiles:
         text = _decoded(path, self._read_bytes(path, limit=MAX_EDIT_BYTES))
         count = text.count(old)
         if count == 0:
-            raise ToolInputError(f"old_text does not occur in {path}")
+            raise ToolInputError(f"old_text does not occur in {_named(path)}")
         if count > 1 and not replace_all:
             raise ToolInputError(
-                f"old_text occurs {count} times in {path}; include more context"
+                f"old_text occurs {count} times in {_named(path)}; include more context"
                 " to make it unique, or pass replace_all"
             )
         edited = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         data = edited.encode("utf-8")
         if len(data) > MAX_EDIT_BYTES:
             raise ToolInputError(
-                f"the edit would make {path} {len(data)} bytes, over {MAX_EDIT_BYTES}"
+                f"the edit would make {_named(path)} {len(data)} bytes, over"
+                f" {MAX_EDIT_BYTES}"
             )
         self._replace(path, self._relative(path), data, create_parents=False)
         return count if replace_all else 1
@@ -247,10 +249,13 @@ class WorkspaceFiles:
             with self._directory(parts[:-1], create=create_parents) as parent:
                 return _replace_in(parent, name, path, data)
         except FileNotFoundError:
-            raise ToolInputError(f"{path}: its directory does not exist") from None
+            raise ToolInputError(
+                f"{_named(path)}: its directory does not exist"
+            ) from None
         except NotADirectoryError:
             raise ToolInputError(
-                f"{path}: a parent is not a directory, or is a symlink (not followed)"
+                f"{_named(path)}: a parent is not a directory, or is a symlink"
+                " (not followed)"
             ) from None
         except OSError as error:
             raise ToolInputError(_os_message(path, error)) from None
@@ -266,9 +271,9 @@ class WorkspaceFiles:
             with self._directory(parts, create=False) as fd:
                 truncated = _walk(fd, prefix, recursive, entries)
         except FileNotFoundError:
-            raise ToolInputError(f"{path or '.'} does not exist") from None
+            raise ToolInputError(f"{_named(path or '.')} does not exist") from None
         except NotADirectoryError:
-            raise ToolInputError(f"{path} is not a directory") from None
+            raise ToolInputError(f"{_named(path)} is not a directory") from None
         except OSError as error:
             raise ToolInputError(_os_message(path, error)) from None
         return FileListing(tuple(entries), truncated)
@@ -281,7 +286,7 @@ def _replace_in(parent: int, name: str, path: str, data: bytes) -> bool:
         existing = None
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         kind = "a symlink" if stat.S_ISLNK(existing.st_mode) else "not a regular file"
-        raise ToolInputError(f"{path} is {kind}; it is not replaced")
+        raise ToolInputError(f"{_named(path)} is {kind}; it is not replaced")
     mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
     temporary = f".{name}.goatherd-{os.getpid()}-{os.urandom(4).hex()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -300,6 +305,11 @@ def _replace_in(parent: int, name: str, path: str, data: bytes) -> bool:
             os.unlink(temporary, dir_fd=parent)
         raise
     return existing is None
+
+
+def _named(path: str) -> str:
+    """Return ``path`` for a one-line message: as a literal when it is not plain."""
+    return path if path.isprintable() else repr(path)
 
 
 def shown_name(name: str) -> str:
@@ -353,12 +363,12 @@ def _no_git(path: str, candidate: str) -> None:
 
 def _decoded(path: str, data: bytes) -> str:
     if b"\0" in data[:_SNIFF]:
-        raise ToolInputError(f"{path} is a binary file ({len(data)} bytes)")
+        raise ToolInputError(f"{_named(path)} is a binary file ({len(data)} bytes)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ToolInputError(
-            f"{path} is not UTF-8 text (byte {error.start}); it is not shown"
+            f"{_named(path)} is not UTF-8 text (byte {error.start}); it is not shown"
         ) from None
 
 
@@ -368,9 +378,9 @@ def _cut(line: str, limit: int) -> str:
 
 def _os_message(path: str, error: OSError) -> str:
     if error.errno == errno.ELOOP:
-        return f"{path}: a symlink was swapped in on the way; not followed"
+        return f"{_named(path)}: a symlink was swapped in on the way; not followed"
     if error.errno == errno.EISDIR:
-        return f"{path} is a directory"
+        return f"{_named(path)} is a directory"
     if error.errno in (errno.EACCES, errno.EPERM):
-        return f"{path}: permission denied"
-    return f"{path}: {error.strerror or error}"
+        return f"{_named(path)}: permission denied"
+    return f"{_named(path)}: {error.strerror or error}"

@@ -594,10 +594,10 @@ class WorkspaceTools:
             manager = self.environments.manager
             found = manager.checkpoint(checkpoint_id)
             if found is None:
-                raise ToolInputError(f"no checkpoint {checkpoint_id}")
+                raise ToolInputError(f"no checkpoint {checkpoint_id!r}")
             if found.scope_id != env.scope_id:
                 raise ToolInputError(
-                    f"checkpoint {checkpoint_id} belongs to another environment"
+                    f"checkpoint {checkpoint_id!r} belongs to another environment"
                 )
             snapshot = unwrap(manager.restore_checkpoint(checkpoint_id))
             conversation = snapshot.decode("utf-8", errors="replace")
@@ -713,8 +713,9 @@ def _proposable(paths: Iterable[str]) -> None:
     for path in paths:
         shown = shown_name(path)
         if shown != path:
+            named = shown if shown.isprintable() else repr(shown)
             raise ToolInputError(
-                f"the file name {shown} is not valid UTF-8, so it cannot be"
+                f"the file name {named} is not valid UTF-8, so it cannot be"
                 " proposed: rename or remove it first"
             )
 
