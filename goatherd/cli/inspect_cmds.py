@@ -93,6 +93,7 @@ def _log_json(position: int, intent: str, record: Record) -> dict[str, object]:
         "kind_label": record.fact_kind,
         "caused_by": list(record.envelope.caused_by_record_ids),
         "payload": dict(record.payload),
+        "redacted_by": record.redacted_by,
     }
 
 
@@ -100,8 +101,14 @@ def _log_line(position: int, record: Record) -> str:
     place = f"{record.trace_owner_id}#{record.owner_ordinal}"
     return (
         f"{position:>6}  {place}  {record.envelope.mode[:4]}  {record.fact_kind}"
-        f"  {short_id(record.record_id)}  {_summary(record.payload)}"
+        f"  {short_id(record.record_id)}  {_payload_summary(record)}"
     )
+
+
+def _payload_summary(record: Record) -> str:
+    if record.redacted_by is not None:
+        return f"[payload erased by redaction {short_id(record.redacted_by)}]"
+    return _summary(record.payload)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -156,6 +163,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"path       {place.path_ref}#{place.ordinal}  kind {place.kind_label}"
             f"  intent {place.append_intent_id}  position {position}"
         )
+    if details.redacted_by is not None:
+        print(f"payload    erased by redaction {details.redacted_by}")
+        return 0
     print("payload")
     print(json.dumps(details.payload, ensure_ascii=False, sort_keys=True, indent=2))
     return 0

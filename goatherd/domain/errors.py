@@ -48,6 +48,7 @@ __all__ = [
     "ReadOnlyStoreError",
     "ReadRequestError",
     "RecordInputError",
+    "RedactionRefusedError",
     "StoreUnavailableError",
     "TraceStoreError",
     "UnknownFact",
@@ -115,6 +116,14 @@ class TraceStoreError(DomainError, RuntimeError):
     Examples: a wrong operation context, an untrusted write, an unknown context
     id or local causal ref, a record or witness id clash, a corrupt row, a
     tampered frontier index.
+    """
+
+
+class RedactionRefusedError(TraceStoreError):
+    """Raised when ``redact`` may not erase a record it was asked to erase.
+
+    Examples: a witness, a redaction record, a record a runtime fold decodes,
+    a record another redaction already erased, an empty or oversized request.
     """
 
 

@@ -43,6 +43,9 @@ __all__ = [
     "OwnerCutoff",
     "OwnerCutoffSpec",
     "Payload",
+    "REDACTION_KIND_LABEL",
+    "REDACTION_OWNER",
+    "REDACTION_SCHEMA_REF",
     "Record",
     "RecordBody",
     "RecordDraft",
@@ -113,6 +116,11 @@ DEFAULT_SUBSTRATE_REF: Final = "sqlite.local.v1"
 DEFAULT_CONTAINMENT: Final = "contained"
 FRONTIER_SCHEMA_REF: Final = "shepherd2.frontier.owner_cutoff.v1"
 FRONTIER_KIND_LABEL: Final = "frontier_published"
+REDACTION_SCHEMA_REF: Final = "goatherd.trace.redaction.v1"
+"""A recorded redaction: it names the records whose payloads it erased (ADR 0062)."""
+REDACTION_OWNER: Final = "goatherd:redactions"
+"""The owner path redaction records are placed on (only ``redact`` appends there)."""
+REDACTION_KIND_LABEL: Final = "payloads_redacted"
 
 
 # --------------------------------------------------------------------- drafts
@@ -243,9 +251,16 @@ class RecordEnvelope:
 
 @dataclass(frozen=True, slots=True)
 class RecordBody:
-    """A retained record's payload."""
+    """A retained record's payload, or the redaction that erased it.
+
+    Attributes:
+        payload: the payload (empty when the record was redacted).
+        redacted_by: the id of the redaction record that erased the payload,
+            ``None`` for a record whose payload is stored.
+    """
 
     payload: Payload = field(default_factory=dict)
+    redacted_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +298,13 @@ class Record:
 
     @property
     def payload(self) -> Payload:
-        """The record's payload."""
+        """The record's payload (empty when :attr:`redacted_by` is set)."""
         return self.body.payload
+
+    @property
+    def redacted_by(self) -> str | None:
+        """The redaction record that erased this payload, ``None`` if it is stored."""
+        return self.body.redacted_by
 
     @property
     def fact_kind(self) -> str:

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 
 from goatherd.domain.errors import UnknownFactError
 from goatherd.domain.records import WITNESS_OWNER
+from goatherd.infrastructure.store.codec import redacted_by
 from goatherd.infrastructure.store.schema import (
     append_intents,
     checkpoint_snapshots,
@@ -99,6 +100,8 @@ class RecordDetails:
     placements: tuple[PathPlacement, ...]
     children: tuple[str, ...]
     witness_chain: tuple[str, ...]
+    redacted_by: str | None = None
+    """The redaction record that erased the payload (ADR 0062), if any."""
 
     def to_json(self) -> dict[str, Any]:
         """Return the details as a JSON object."""
@@ -109,6 +112,7 @@ class RecordDetails:
             "witness_ref": self.witness_ref,
             "caused_by": list(self.caused_by),
             "payload": self.payload,
+            "redacted_by": self.redacted_by,
             "placements": [
                 {
                     "path_ref": p.path_ref,
@@ -242,4 +246,5 @@ def record_details(store: SqlAlchemyTraceStore, record_id: str) -> RecordDetails
         placements=placements,
         children=children,
         witness_chain=tuple(chain),
+        redacted_by=redacted_by(str(row.body_json)),
     )

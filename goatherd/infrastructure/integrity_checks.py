@@ -22,7 +22,11 @@ from goatherd.domain.identity import (
     root_witness_record_id,
     validate_witness_body,
 )
-from goatherd.domain.records import FRONTIER_SCHEMA_REF, WITNESS_OWNER
+from goatherd.domain.records import (
+    FRONTIER_SCHEMA_REF,
+    REDACTION_SCHEMA_REF,
+    WITNESS_OWNER,
+)
 from goatherd.infrastructure.integrity_rows import (
     BlobRow,
     ContentRow,
@@ -166,11 +170,16 @@ class Verifier:
         for record in self._log_order():
             self._check_identity(record)
             self._check_witness_ref(record)
+            if record.schema_ref == REDACTION_SCHEMA_REF:
+                self._check_redaction_record(record)
 
     def _check_identity(self, record: RecordRow) -> None:
         rid = record.record_id
         if rid != record.digest:
             self.report("identity", f"digest column says {record.digest}", rid)
+        if record.redacted_by is not None:
+            self._check_redacted(record, record.redacted_by)
+            return
         try:
             if record.schema_ref in _WITNESS_SCHEMAS:
                 validate_witness_body(record.schema_ref, record.payload)
@@ -190,6 +199,53 @@ class Verifier:
                 f"stored content digests to {recomputed}, not to its id",
                 rid,
             )
+
+    def _check_redacted(self, record: RecordRow, redaction_id: str) -> None:
+        """A redacted body: a committed redaction record must name this record."""
+        rid = record.record_id
+        redaction = self.records.get(redaction_id)
+        if (
+            redaction is None
+            or redaction.schema_ref != REDACTION_SCHEMA_REF
+            or redaction.redacted_by is not None
+            or rid not in _erased(redaction)
+        ):
+            self.report(
+                "identity",
+                f"a redacted body that no redaction record names (it cites "
+                f"{redaction_id}): the payload was removed without a recorded "
+                "redaction",
+                rid,
+            )
+        elif record.schema_ref in _WITNESS_SCHEMAS or record.schema_ref in (
+            REDACTION_SCHEMA_REF,
+            FRONTIER_SCHEMA_REF,
+        ):
+            self.report("identity", f"a redacted {record.schema_ref} record", rid)
+
+    def _check_redaction_record(self, redaction: RecordRow) -> None:
+        """Every record a redaction names must hold the body that names it."""
+        erased = _erased(redaction)
+        payload = redaction.payload
+        if (
+            set(payload) != {"erased", "reason"}
+            or erased != sorted(set(erased))
+            or list(redaction.caused_by) != erased
+        ):
+            self.report(
+                "identity",
+                "a redaction record whose erased list is not its sorted parents",
+                redaction.record_id,
+            )
+        for rid in erased:
+            record = self.records.get(rid)
+            if record is not None and record.redacted_by != redaction.record_id:
+                self.report(
+                    "identity",
+                    f"redaction {redaction.record_id} names this record, but its "
+                    "stored body is not the redaction form",
+                    rid,
+                )
 
     def _check_witness_ref(self, record: RecordRow) -> None:
         rid, schema, witness = record.record_id, record.schema_ref, record.witness_ref
@@ -751,6 +807,13 @@ class Verifier:
                 f"committed at {committed:%Y-%m-%d %H:%M:%S}",
                 record.record_id,
             )
+
+
+def _erased(redaction: RecordRow) -> list[str]:
+    erased = redaction.payload.get("erased")
+    if not isinstance(erased, list) or not all(isinstance(e, str) for e in erased):
+        return []
+    return erased
 
 
 def _content(context: ContextRow) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Table, inspect
 from goatherd.domain.canonical import canonical_json_text
 from goatherd.domain.errors import DomainError
 from goatherd.infrastructure.blobs import blob_tables
-from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.codec import redacted_by, storage_json
 from goatherd.infrastructure.store.schema import (
     TRACE_TABLES,
     append_intents,
@@ -79,6 +79,8 @@ class RecordRow:
     caused_by: tuple[str, ...]
     payload: dict[str, Any]
     intent: str
+    redacted_by: str | None = None
+    """The redaction the stored body names (its exact redaction form), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,10 +437,14 @@ def _parse_all(
 
 
 def _record(c: _Cells) -> RecordRow:
-    body = c.json("body_json", dict)
-    payload = body.get("payload")
-    if not isinstance(payload, dict) or set(body) != {"payload"}:
-        raise c._bad("body_json", 'is not {"payload": {...}}')
+    erased_by = redacted_by(c.text("body_json"))
+    if erased_by is not None:
+        payload: dict[str, Any] = {}
+    else:
+        body = c.json("body_json", dict)
+        payload = body.get("payload")
+        if not isinstance(payload, dict) or set(body) != {"payload"}:
+            raise c._bad("body_json", 'is not {"payload": {...}}')
     return RecordRow(
         record_id=c.text("record_id", empty=False),
         digest=c.text("digest"),
@@ -448,6 +454,7 @@ def _record(c: _Cells) -> RecordRow:
         caused_by=c.string_list("caused_by_json"),
         payload=payload,
         intent=c.text("append_intent_id"),
+        redacted_by=erased_by,
     )
 
 

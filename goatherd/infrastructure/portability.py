@@ -30,6 +30,7 @@ from sqlalchemy import Connection, func, inspect, select
 
 from goatherd.domain.canonical import ABI_VERSION, canonical_json_text
 from goatherd.infrastructure.blobs import blob_tables
+from goatherd.infrastructure.store.codec import redacted_by
 from goatherd.infrastructure.store.schema import (
     SCHEMA_VERSION,
     append_intents,
@@ -226,14 +227,19 @@ def _context_out(row: Any) -> dict[str, Any]:
 
 
 def _record_out(row: Any) -> dict[str, Any]:
-    return {
+    out = {
         "record_id": row["record_id"],
         "schema_ref": row["schema_ref"],
         "mode": row["mode"],
         "witness_ref": row["witness_ref"],
         "caused_by": json.loads(row["caused_by_json"]),
-        "payload": json.loads(row["body_json"]).get("payload", {}),
     }
+    erased_by = redacted_by(row["body_json"])
+    if erased_by is not None:  # exported in redaction form (ADR 0062)
+        out["redacted_by"] = erased_by
+    else:
+        out["payload"] = json.loads(row["body_json"]).get("payload", {})
+    return out
 
 
 def _entry_out(row: Any) -> dict[str, Any]:

@@ -222,6 +222,8 @@ class _Importer:
     addresses: BlobAddresses = field(default_factory=BlobAddresses)
     imported_blobs: set[str] = field(default_factory=set)
     imported_holders: dict[str, str] = field(default_factory=dict)
+    redacted: dict[str, str] = field(default_factory=dict)
+    redactions: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lookup = Lookup(self.conn)
@@ -314,6 +316,8 @@ class _Importer:
             if schema == CheckpointCreated.SCHEMA:
                 checkpoint_id = str(payload.get("checkpoint_id"))
                 self.checkpoints[checkpoint_id] = (payload, rows.committed_at)
+        self.redacted.update(rows.redacted)
+        self.redactions.update(rows.redactions)
         self.counts.intents += 1
         self.counts.records += rows.record_count
         self.counts.entries += rows.entry_count
@@ -416,6 +420,28 @@ class _Importer:
                 f"{noted!r}: a line was edited or the export is not of this trace",
             )
 
+    def _check_redactions(self) -> None:
+        """Every redacted record must be named by the file's redaction record.
+
+        The redaction record comes after the records it erased, so this runs
+        once the whole file was read (ADR 0062).
+        """
+        for record_id, redaction in sorted(self.redacted.items()):
+            if record_id not in self.redactions.get(redaction, ()):
+                raise ImportRejectedError(
+                    self.number,
+                    f"record {record_id} is exported redacted by {redaction}, "
+                    "but no redaction record of the file names it",
+                )
+        for redaction, erased in sorted(self.redactions.items()):
+            for record_id in erased:
+                if self.redacted.get(record_id) != redaction:
+                    raise ImportRejectedError(
+                        self.number,
+                        f"redaction {redaction} names record {record_id}, which "
+                        "the file does not hold in its redaction form",
+                    )
+
     def finish(self) -> ImportSummary:
         if self.number == 0:
             raise ImportRejectedError(0, "the file is empty")
@@ -423,6 +449,7 @@ class _Importer:
             raise ImportRejectedError(
                 self.number, "the file ends without its end line (truncated?)"
             )
+        self._check_redactions()
         for holder, digest in sorted(self.addresses.holders().items()):
             if self.imported_holders.get(holder) != digest:
                 raise ImportRejectedError(

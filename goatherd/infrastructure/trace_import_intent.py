@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Table, bindparam, case, select
 
+from goatherd.domain.events.base import is_runtime_schema
 from goatherd.domain.events.checkpoint import CheckpointCreated, CheckpointPruned
 from goatherd.domain.events.output import OutputSealed
 from goatherd.domain.identity import (
@@ -26,7 +27,11 @@ from goatherd.domain.identity import (
     root_witness_record_id,
     validate_witness_body,
 )
-from goatherd.domain.records import FRONTIER_SCHEMA_REF, WITNESS_OWNER
+from goatherd.domain.records import (
+    FRONTIER_SCHEMA_REF,
+    REDACTION_SCHEMA_REF,
+    WITNESS_OWNER,
+)
 from goatherd.infrastructure.integrity_checks import parse_timestamp
 from goatherd.infrastructure.integrity_rows import CONTEXT_REF_NAMES
 from goatherd.infrastructure.integrity_rules import (
@@ -37,7 +42,11 @@ from goatherd.infrastructure.integrity_rules import (
     witness_context_mismatch,
     witness_kind_label,
 )
-from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.codec import (
+    redacted_body_json,
+    redacted_by,
+    storage_json,
+)
 from goatherd.infrastructure.store.schema import (
     append_intents,
     contexts,
@@ -153,6 +162,16 @@ class Lookup:
         return None if found is None else str(found)
 
 
+_UNERASABLE: Final = frozenset(
+    {
+        ROOT_WITNESS_SCHEMA_REF,
+        WITNESS_SCHEMA_REF,
+        REDACTION_SCHEMA_REF,
+        FRONTIER_SCHEMA_REF,
+    }
+)
+
+
 @dataclass
 class IntentRows:
     """The rows one proven intent line writes, in insertion order."""
@@ -162,10 +181,16 @@ class IntentRows:
     runtime: list[tuple[str, dict[str, Any]]]
     record_count: int
     entry_count: int
+    redacted: dict[str, str] = field(default_factory=dict)
+    """Records exported in redaction form: record id -> the redaction it names."""
+    redactions: dict[str, list[str]] = field(default_factory=dict)
+    """Redaction records of the line: record id -> the ids it erased."""
 
 
 @dataclass
 class _Line:
+    redacted: dict[str, str] = field(default_factory=dict)
+    redactions: dict[str, list[str]] = field(default_factory=dict)
     records: dict[str, _Known] = field(default_factory=dict)
     record_rows: list[dict[str, Any]] = field(default_factory=list)
     edges: list[dict[str, Any]] = field(default_factory=list)
@@ -229,6 +254,8 @@ class IntentProver:
             ],
             record_count=len(line.record_rows),
             entry_count=len(line.entries),
+            redacted=line.redacted,
+            redactions=line.redactions,
         )
 
     def _prefetch(self) -> None:
@@ -327,7 +354,9 @@ class IntentProver:
         schema_ref = text_field(record, "schema_ref")
         mode = text_field(record, "mode")
         witness_ref = text_field(record, "witness_ref")
-        caused_by, payload = record["caused_by"], record["payload"]
+        erased_by = self._redacted_by(record, record_id, schema_ref)
+        caused_by = record["caused_by"]
+        payload = {} if erased_by is not None else record["payload"]
         if not isinstance(caused_by, list) or not isinstance(payload, dict):
             raise TypeError(
                 f"record {record_id}: caused_by must be a list, payload an object"
@@ -335,12 +364,22 @@ class IntentProver:
         if record_id in self.line.records or self.lookup.record(record_id):
             raise ValueError(f"record {record_id} is retained twice")
         self._check_witness(record_id, schema_ref, witness_ref, payload)
-        recomputed = record_digest(schema_ref, mode, payload, caused_by, witness_ref)
-        if recomputed != record_id:
-            raise ValueError(
-                f"record {record_id}: its content digests to {recomputed} "
-                "(forged id or edited content)"
+        if erased_by is None:
+            recomputed = record_digest(
+                schema_ref, mode, payload, caused_by, witness_ref
             )
+            if recomputed != record_id:
+                raise ValueError(
+                    f"record {record_id}: its content digests to {recomputed} "
+                    "(forged id or edited content)"
+                )
+        if schema_ref == REDACTION_SCHEMA_REF:
+            erased = payload.get("erased")
+            if not isinstance(erased, list) or erased != caused_by:
+                raise ValueError(
+                    f"redaction {record_id}: its erased list is not its parents"
+                )
+            self.line.redactions[record_id] = erased
         for index, parent in enumerate(caused_by):
             if self._known(parent) is None:
                 raise ValueError(
@@ -365,10 +404,31 @@ class IntentProver:
                 "mode": mode,
                 "witness_ref": witness_ref,
                 "caused_by_json": storage_json(caused_by, root="caused_by"),
-                "body_json": storage_json({"payload": payload}, root="payload"),
+                "body_json": storage_json({"payload": payload}, root="payload")
+                if erased_by is None
+                else redacted_body_json(erased_by),
                 "append_intent_id": self.intent_id,
             }
         )
+
+    def _redacted_by(
+        self, record: dict[str, Any], record_id: str, schema_ref: str
+    ) -> str | None:
+        """The redaction a record exported in redaction form names (checked later)."""
+        if "redacted_by" not in record:
+            return None
+        erased_by = text_field(record, "redacted_by", empty=False)
+        if "payload" in record or redacted_by(redacted_body_json(erased_by)) is None:
+            raise ValueError(
+                f"record {record_id}: a redacted record has a redaction record id "
+                "and no payload"
+            )
+        if schema_ref in _UNERASABLE or is_runtime_schema(schema_ref):
+            raise ValueError(
+                f"record {record_id}: a {schema_ref} record cannot be redacted"
+            )
+        self.line.redacted[record_id] = erased_by
+        return erased_by
 
     def _check_witness(
         self, record_id: str, schema_ref: str, witness_ref: str, payload: Any

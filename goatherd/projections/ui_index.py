@@ -65,9 +65,10 @@ def ui_record_object(
     """Return the JSON object the UI serves for one path entry of ``record``.
 
     Arrays are never null: a record without parents has ``"parents": []``.
+    An erased record (ADR 0062) has an empty payload and ``redacted_by``.
     """
     envelope = record.envelope
-    return {
+    shown: dict[str, object] = {
         "position": position,
         "id": envelope.record_id,
         "digest": envelope.digest,
@@ -82,6 +83,9 @@ def ui_record_object(
         "intent": intent,
         "payload": record.payload,
     }
+    if record.redacted_by is not None:
+        shown["redacted_by"] = record.redacted_by
+    return shown
 
 
 def ui_record_json(record: Record, *, position: int | None, intent: str = "") -> str:
@@ -112,8 +116,14 @@ def ui_record_json(record: Record, *, position: int | None, intent: str = "") ->
         f'"ordinal":{int(ordinal)},"owner":{_str(owner)},"parents":[{parents}],'
         f'"payload":{_payload_json(record.payload)},'
         f'"position":{"null" if position is None else int(position)},'
+        f"{_redacted(record)}"
         f'"schema":{_str(envelope.schema_ref)},"witness":{_str(envelope.witness_ref)}}}'
     )
+
+
+def _redacted(record: Record) -> str:
+    erased_by = record.redacted_by
+    return "" if erased_by is None else f'"redacted_by":{_str(erased_by)},'
 
 
 def ui_entry(entry: LogEntry) -> UiEntry:

@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from goatherd.domain import LogEntry, Record, RecordDraft, RecordView
+from goatherd.domain import LogEntry, Record, RecordBody, RecordDraft, RecordView
 from goatherd.projections import ui_entry, ui_record_json, ui_record_object
 from tests.projections.slices import make_record
 
@@ -64,6 +64,18 @@ def test_a_record_without_a_view_and_with_a_kind_label_encode_alike() -> None:
     text = ui_record_json(labelled, position=7, intent="i")
     assert text == _reference(labelled, 7, "i")
     assert json.loads(text)["kind"] == "label"
+
+
+def test_an_erased_record_shows_redacted_by_and_encodes_alike() -> None:
+    record = make_record(RecordDraft("capture", "app.z.v1", {"k": "v"}), "o", 1)
+    erased = Record(
+        record.envelope, RecordBody({}, redacted_by="sha256:" + "ab" * 32), record.view
+    )
+    text = ui_record_json(erased, position=2, intent="i")
+    assert text == _reference(erased, 2, "i")
+    shown = json.loads(text)
+    assert shown["payload"] == {}
+    assert shown["redacted_by"] == "sha256:" + "ab" * 32
 
 
 def test_the_index_row_carries_the_entry_columns_and_its_json() -> None:

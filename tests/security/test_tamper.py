@@ -38,6 +38,7 @@ from goatherd.infrastructure.store import (
     open_trace_store,
     open_trace_store_read_only,
 )
+from goatherd.infrastructure.store.codec import REDACTED_PREFIX
 from goatherd.infrastructure.store.schema import TRACE_TABLES
 from tests.security.tamper_trace import Ids, build
 
@@ -579,6 +580,28 @@ EXTRA_CASES: list[Case] = [
         "snapshot",
         gap="a legacy checkpoint record carries no digest of its snapshot bytes",
     ),
+    # A payload erased without a recorded redaction (ADR 0062): the body is in
+    # the exact redaction form, but no committed redaction record names it.
+    *[
+        Case(
+            "records",
+            "body_json",
+            (
+                lambda pick: (
+                    lambda i: [
+                        "UPDATE records SET body_json = "
+                        f"{q(REDACTED_PREFIX + pick(i) + chr(34) + '}')}"
+                        f" WHERE record_id = {q(i.call)}"
+                    ]
+                )
+            )(cited),
+            "a redacted body that no redaction record names",
+        )
+        for cited in (
+            lambda i: "sha256:" + FORGED_HEX,  # no such record
+            lambda i: i.note,  # a record that is not a redaction
+        )
+    ],
     *BLOB_STORE_CASES,
 ]
 

@@ -12,6 +12,7 @@ from goatherd.infrastructure.store.opening import (
     open_trace_store,
     open_trace_store_read_only,
 )
+from goatherd.infrastructure.store.redaction import MAX_REDACTED, Redaction
 from goatherd.infrastructure.store.schema import METADATA
 from goatherd.infrastructure.store.store import (
     DEFAULT_CHECKPOINT_BLOB_LIMIT,
@@ -26,7 +27,9 @@ __all__ = [
     "ChainReport",
     "DEFAULT_CHECKPOINT_BLOB_LIMIT",
     "EffectPublisher",
+    "MAX_REDACTED",
     "METADATA",
+    "Redaction",
     "SQLiteTraceStore",
     "SqlAlchemyTraceStore",
     "TraceHead",

@@ -25,16 +25,51 @@ from goatherd.domain.records import (
 )
 
 __all__ = [
+    "REDACTED_PREFIX",
     "decode_body",
     "decode_context",
     "decode_envelope",
     "decode_receipt",
     "decode_record",
+    "decode_record_body",
     "encode_receipt",
     "encode_receipt_reference",
     "encode_refs",
+    "redacted_body_json",
+    "redacted_by",
     "storage_json",
 ]
+
+
+REDACTED_PREFIX = '{"redacted_by":"'
+"""How every redacted ``body_json`` starts (the form is fixed: ADR 0062)."""
+
+
+def redacted_body_json(redaction_record_id: str) -> str:
+    """Return the stored body of a record erased by ``redaction_record_id``."""
+    return REDACTED_PREFIX + redaction_record_id + '"}'
+
+
+def redacted_by(body_json: str) -> str | None:
+    """Return the redaction a stored body names, ``None`` unless redacted.
+
+    Only the exact redaction form counts; anything else is a payload body.
+    """
+    if not body_json.startswith(REDACTED_PREFIX):
+        return None
+    record_id = body_json[len(REDACTED_PREFIX) : -2]
+    if body_json != redacted_body_json(record_id) or not _is_hex_id(record_id):
+        return None
+    return record_id
+
+
+def _is_hex_id(text: str) -> bool:
+    digits = text.removeprefix("sha256:")
+    return (
+        len(digits) == 64
+        and text.startswith("sha256:")
+        and all(c in "0123456789abcdef" for c in digits)
+    )
 
 
 def storage_json(value: object, *, root: str = "value") -> str:
@@ -59,7 +94,19 @@ def decode_record(
     envelope = decode_envelope(
         record_id, digest, schema_ref, mode, witness_ref, caused_by_json
     )
-    return envelope, RecordBody(payload=decode_body(body_json))
+    return envelope, decode_record_body(body_json)
+
+
+def decode_record_body(body_json: str) -> RecordBody:
+    """Decode a ``records.body_json`` text: its payload, or the redaction form.
+
+    Raises:
+        TraceStoreError: the text is neither.
+    """
+    redaction = redacted_by(body_json)
+    if redaction is not None:
+        return RecordBody(payload={}, redacted_by=redaction)
+    return RecordBody(payload=decode_body(body_json))
 
 
 def decode_envelope(

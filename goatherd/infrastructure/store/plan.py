@@ -42,6 +42,8 @@ from goatherd.domain.identity import (
     validate_witness_body,
 )
 from goatherd.domain.records import (
+    REDACTION_OWNER,
+    REDACTION_SCHEMA_REF,
     WITNESS_OWNER,
     AppendBatch,
     AppendGroup,
@@ -210,6 +212,8 @@ def prepare(
     batch: AppendBatch,
     contexts: ContextLookup,
     limits: AppendLimits = DEFAULT_LIMITS,
+    *,
+    redaction: bool = False,
 ) -> Prepared:
     """Shape-check ``batch`` and compute what it can without the store.
 
@@ -218,6 +222,8 @@ def prepare(
         batch: the batch.
         contexts: retained contexts already known (for reused context ids).
         limits: the store's input limits.
+        redaction: the batch is ``redact``'s own (only it may write
+            redaction records and place records on the redaction path).
 
     Raises:
         BatchShapeError, CanonicalEncodingError: the field checks of
@@ -225,6 +231,8 @@ def prepare(
             (raised at once).
     """
     normalized = validate_batch(batch, limits)
+    if not redaction:
+        _refuse_redaction_records(batch)
     digest = batch_digest(context, batch, normalized)
     requests = {r.group_index: r for r in context_requests(context, batch)}
     groups = tuple(
@@ -389,6 +397,17 @@ def validate_batch(
             f"{limits.batch_payload_bytes}-byte batch limit; append them in parts"
         )
     return groups
+
+
+def _refuse_redaction_records(batch: AppendBatch) -> None:
+    for group in batch.groups:
+        if group.trace_owner_id == REDACTION_OWNER or any(
+            d.schema_ref == REDACTION_SCHEMA_REF for d in group.fact_drafts
+        ):
+            raise BatchShapeError(
+                f"cannot append {REDACTION_SCHEMA_REF} records or to the "
+                f"{REDACTION_OWNER!r} path: only redact() records redactions"
+            )
 
 
 def _validate_group(

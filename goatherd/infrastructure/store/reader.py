@@ -23,9 +23,9 @@ from goatherd.domain.records import (
     VisibleRecord,
 )
 from goatherd.infrastructure.store.codec import (
-    decode_body,
     decode_context,
     decode_record,
+    decode_record_body,
 )
 from goatherd.infrastructure.store.driver import Driver, Row, placeholders
 
@@ -98,6 +98,15 @@ class _Bounded(Generic[_K, _T]):
         if self.used > self.budget:
             self._shrink()
 
+    def discard(self, keys: Iterable[_K]) -> None:
+        for key in keys:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.used -= old[1]
+
+    def key_list(self) -> list[_K]:
+        return list(self._items)
+
     def _shrink(self) -> None:
         # Oldest first (insertion order) down to half the budget, so that a
         # steady stream of new entries shrinks the map rarely, not per put.
@@ -157,12 +166,19 @@ class ContentCache:
             for context in items:
                 self.contexts.put(context.context_id, context, _CONTEXT_SIZE)
 
+    def forget_records(self, ids: Collection[str]) -> None:
+        """Drop ``ids`` and their read views (their stored bodies were redacted)."""
+        with self.lock:
+            self.records.discard(ids)
+            views = self.views
+            views.discard([k for k in views.key_list() if k[0].record_id in ids])
+
     def decoded(self, record_id: str, content: CachedRecord) -> RecordContent:
         """Return ``content`` with its body decoded (and cache the decoded form)."""
         envelope, body = content
         if not isinstance(body, str):
             return envelope, body
-        decoded = RecordBody(decode_body(body))
+        decoded = decode_record_body(body)
         size = record_size(body, decoded=True)
         with self.lock:
             if self.records.get(record_id) is content:

@@ -12,6 +12,7 @@ cached in-process; the caches are filled only after commit.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -96,6 +97,11 @@ from goatherd.infrastructure.store.reader import (
     ContentCache,
     StoreReader,
     record_size,
+)
+from goatherd.infrastructure.store.redaction import (
+    Redaction,
+    redact_in,
+    redaction_batch,
 )
 from goatherd.infrastructure.store.schema import (
     SCHEMA_VERSION,
@@ -492,6 +498,61 @@ class SqlAlchemyTraceStore:
         return cut
 
     publish_frontier = publish_cut
+
+    def redact(
+        self,
+        context: AppendAuthority,
+        redaction_id: str,
+        record_ids: Collection[str],
+        reason: str,
+    ) -> Redaction:
+        """Erase the payloads of ``record_ids`` by a recorded redaction (ADR 0062).
+
+        In one transaction: appends a ``goatherd.trace.redaction.v1`` record on
+        ``goatherd:redactions`` naming every erased id and ``reason`` (idempotent
+        under ``redaction_id`` like every append), and replaces each erased
+        record's stored body with ``{"redacted_by":"<redaction record id>"}``.
+        Ids, schemas, modes, witnesses, parents and path entries stay, and so
+        does the head chain. On SQLite the transaction runs with
+        ``secure_delete`` and the WAL is checkpointed and truncated after it,
+        so the bytes leave the file (unless another connection keeps an old
+        snapshot open: see ``Redaction.wal_truncated``).
+
+        Raises:
+            RedactionRefusedError: a witness, a redaction record, a runtime or
+                frontier record, an already erased record, or a bad request.
+            UnknownFactError: an id that names no record.
+            AppendIntentConflictError: ``redaction_id`` committed other content.
+            ReadOnlyStoreError, StoreUnavailableError: as for ``append``.
+        """
+        operation = self._append_context(context)
+        self._refuse_if_read_only()
+        batch = redaction_batch(redaction_id, record_ids, reason)
+        contexts, limits = self._cache.contexts, self._limits
+        with self._lock:
+            raw = None if self._postgres else self._held_writer_raw()
+            if raw is not None:
+                raw.execute("PRAGMA secure_delete=ON")
+            try:
+                redaction, plans = self._write(
+                    lambda r: redact_in(r, operation, batch, contexts, limits)
+                )
+            finally:
+                if raw is not None:
+                    raw.execute("PRAGMA secure_delete=OFF")
+            self._cache.forget_records(set(redaction.erased))
+            self._after_commit(plans)
+            if raw is not None and plans:
+                truncated = _truncate_wal(raw)
+                redaction = dataclasses.replace(redaction, wal_truncated=truncated)
+        self._nudge()
+        return redaction
+
+    def _held_writer_raw(self) -> Any:
+        with outages:
+            raw = self._held_writer().connection.driver_connection
+        assert raw is not None
+        return raw
 
     def _after_commit(self, plans: list[MemberPlan]) -> None:
         for plan in plans:
@@ -1096,6 +1157,16 @@ def _remove_created(location: str) -> None:
             continue
         except OSError:
             _LOG.warning("could not remove %s%s", location, suffix, exc_info=True)
+
+
+def _truncate_wal(raw: Any) -> bool:
+    """Checkpoint the WAL into the file and truncate it; whether it completed."""
+    try:
+        busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except Exception:
+        _LOG.exception("WAL checkpoint after a redaction failed")
+        return False
+    return not busy
 
 
 def _timeout(busy_timeout_ms: int | None) -> int:

@@ -20,6 +20,7 @@ from goatherd.infrastructure.store.codec import (
     decode_body,
     decode_envelope,
     encode_refs,
+    redacted_by,
     storage_json,
 )
 from goatherd.infrastructure.store.driver import Driver, Row, placeholders
@@ -229,6 +230,12 @@ def _drop_retained(
 
 def _check_same_record(record: StagedRecord, stored: CachedRecord) -> None:
     envelope, body = stored
+    erased_by = redacted_by(body) if isinstance(body, str) else body.redacted_by
+    if erased_by is not None:
+        raise TraceStoreError(
+            f"record id {record.record_id} was erased by redaction {erased_by}: "
+            "its content cannot be appended again"
+        )
     same = (
         envelope.digest == record.record_id
         and envelope.schema_ref == record.schema_ref

@@ -29,6 +29,7 @@ __all__ = [
     "SCHEMA_CHECKPOINTS_HIDDEN",
     "SCHEMA_THREAD_DELETED",
     "SCHEMA_VALUE",
+    "SCHEMA_VALUES_ERASED",
     "SCHEMA_WRITE",
     "ThreadIndex",
     "TraceIndex",
@@ -40,12 +41,14 @@ SCHEMA_WRITE: Final = "goatherd.langgraph.write.v1"
 SCHEMA_VALUE: Final = "goatherd.langgraph.value.v1"
 SCHEMA_THREAD_DELETED: Final = "goatherd.langgraph.thread_deleted.v1"
 SCHEMA_CHECKPOINTS_HIDDEN: Final = "goatherd.langgraph.checkpoints_hidden.v1"
+SCHEMA_VALUES_ERASED: Final = "goatherd.langgraph.values_erased.v1"
 SCHEMAS: Final = (
     SCHEMA_CHECKPOINT,
     SCHEMA_WRITE,
     SCHEMA_VALUE,
     SCHEMA_THREAD_DELETED,
     SCHEMA_CHECKPOINTS_HIDDEN,
+    SCHEMA_VALUES_ERASED,
 )
 _LOG = logging.getLogger(__name__)
 
@@ -155,13 +158,19 @@ class TraceIndex:
     values: dict[str, str] = field(default_factory=dict)
     tips: dict[str, str] = field(default_factory=dict)
     rejected: list[RejectedRecord] = field(default_factory=list)
+    erased: dict[str, int] = field(default_factory=dict)
+    """Value digest -> how many of its value records were erased (a value
+    stored again after an erasure carries this as its ``generation``, so that
+    its record gets a new id)."""
 
     def fold(self, entry: LogEntry) -> None:
         """Fold one log entry (entries arrive in log order, each once)."""
         self.cursor = max(self.cursor, entry.position)
         record = entry.record
         fold = _FOLDS.get(record.envelope.schema_ref)
-        if fold is None:
+        if fold is None or record.redacted_by is not None:
+            # An erased record (ADR 0063) has no payload to fold: its thread
+            # was deleted before it was erased.
             return
         try:
             fold(self, entry)
@@ -292,10 +301,28 @@ def _fold_hidden(index: TraceIndex, entry: LogEntry) -> None:
             thread.hide(ns, checkpoint_id)
 
 
+def _fold_values_erased(index: TraceIndex, entry: LogEntry) -> None:
+    erased = entry.record.payload.get("values")
+    if not isinstance(erased, list):
+        raise MalformedValueError("'values' must be a list")
+    for item in erased:
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and all(isinstance(x, str) for x in item)
+        ):
+            raise MalformedValueError("'values' must hold [digest, record id] pairs")
+        digest, record_id = item
+        if index.values.get(digest) == record_id:
+            del index.values[digest]
+        index.erased[digest] = index.erased.get(digest, 0) + 1
+
+
 _FOLDS: Final = {
     SCHEMA_CHECKPOINT: _fold_checkpoint,
     SCHEMA_WRITE: _fold_write,
     SCHEMA_VALUE: _fold_value,
     SCHEMA_THREAD_DELETED: _fold_thread_deleted,
     SCHEMA_CHECKPOINTS_HIDDEN: _fold_hidden,
+    SCHEMA_VALUES_ERASED: _fold_values_erased,
 }

@@ -43,12 +43,14 @@ from goatherd.domain.records import (
     RecordDraft,
 )
 from goatherd.domain.store import AppendAuthority, ReadAuthority, TraceStore
-from goatherd.infrastructure.store import open_trace_store
+from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
+from goatherd.infrastructure.store.redaction import MAX_REDACTED
 from goatherd.integrations.langgraph.index import (
     SCHEMA_CHECKPOINT,
     SCHEMA_CHECKPOINTS_HIDDEN,
     SCHEMA_THREAD_DELETED,
     SCHEMA_VALUE,
+    SCHEMA_VALUES_ERASED,
     SCHEMA_WRITE,
     CheckpointEntry,
     RejectedRecord,
@@ -153,11 +155,15 @@ class _Drafts:
                 continue
             stored, local = self.parents(links)
             name = f"value-{len(self._local)}"
+            payload = dict(node)
+            generation = self._index.erased.get(digest)
+            if generation is not None:  # stored again after an erasure
+                payload["generation"] = generation
             self.drafts.append(
                 RecordDraft(
                     mode=CAPTURE,
                     schema_ref=SCHEMA_VALUE,
-                    payload=dict(node),
+                    payload=payload,
                     append_local_id=name,
                     caused_by_fact_ids=stored,
                     caused_by_local_refs=local,
@@ -578,6 +584,109 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
             self._catch_up()
             self._delete_threads([str(thread_id)], reason)
 
+    def erase_thread(self, thread_id: str, reason: str) -> tuple[str, ...]:
+        """Delete ``thread_id`` if it is visible, then erase its payloads for good.
+
+        Erases, by recorded redactions of the store (ADR 0063), every
+        checkpoint and pending-write record the thread ever had (hidden or
+        not) and every value record they name that no visible checkpoint or
+        write of another thread still reaches (values are stored once per
+        trace and shared). What stays: record ids, schemas, parents, path
+        entries, the thread's deletion records, the redaction records and the
+        head. An identical value written later, by any thread, is refused by
+        the store (its record id names the erasure): erase values only when
+        they should not come back.
+
+        Returns:
+            The redaction record ids (one per at most ``MAX_REDACTED`` records).
+
+        Raises:
+            TypeError: the saver's store cannot redact.
+            RedactionRefusedError: an empty reason.
+        """
+        store = self.store
+        if not isinstance(store, SqlAlchemyTraceStore):
+            raise TypeError("erase_thread needs a goatherd SqlAlchemyTraceStore")
+        thread_id = str(thread_id)
+        with self._lock:
+            self._catch_up()
+            self._delete_threads([thread_id], f"erase: {reason}")
+            self._catch_up()
+            own, digests = self._thread_records(thread_id)
+            values = self._erasable_values(digests)
+            doomed = sorted({*own, *values})
+            done = []
+            for start in range(0, len(doomed), MAX_REDACTED):
+                redaction = store.redact(
+                    self._append_context,
+                    f"langgraph:erase:{uuid.uuid4().hex}",
+                    doomed[start : start + MAX_REDACTED],
+                    reason,
+                )
+                done.append(redaction.redaction_record_id)
+            if values:
+                # Lets an equal value be stored again, as a new record.
+                drafts = _Drafts(self._index)
+                drafts.add(
+                    SCHEMA_VALUES_ERASED,
+                    {
+                        "thread_id": thread_id,
+                        "reason": reason,
+                        "values": sorted([d, r] for r, d in values.items()),
+                    },
+                    parents=done,
+                    mode=DECLARATION,
+                )
+                self._append({thread_path(thread_id): drafts.drafts})
+            self._cache = ValueCache(
+                store, self._index, self.limits, self._read_context
+            )
+            self._catch_up()
+            return tuple(done)
+
+    def _thread_records(
+        self, thread_id: str
+    ) -> tuple[builtins.list[str], builtins.list[str]]:
+        """The thread's checkpoint and write records and the value digests named."""
+        records: builtins.list[str] = []
+        digests: builtins.list[str] = []
+        for entry in self.store.scan_records_by_schema(SCHEMA_CHECKPOINT, SCHEMA_WRITE):
+            record = entry.record
+            payload = record.payload
+            if record.redacted_by is not None or payload.get("thread_id") != thread_id:
+                continue
+            records.append(record.record_id)
+            digests.extend(_named_values(payload))
+        return records, digests
+
+    def _erasable_values(self, digests: Iterable[str]) -> dict[str, str]:
+        """Value records (id -> digest) ``digests`` reach and no visible thread does."""
+        live: builtins.list[str] = []
+        for thread in self._index.threads.values():
+            for entry in thread.checkpoints.values():
+                live.extend(d for d in entry.channels.values() if d is not None)
+            for writes in thread.writes.values():
+                live.extend(
+                    w.value for w in writes.values() if isinstance(w.value, str)
+                )
+        kept = self._value_closure(live)
+        return {r: d for r, d in self._value_closure(digests).items() if r not in kept}
+
+    def _value_closure(self, digests: Iterable[str]) -> dict[str, str]:
+        roots = sorted(
+            {r for d in digests if (r := self._index.values.get(d)) is not None}
+        )
+        if not roots:
+            return {}
+        closure = self.store.read_causal_closure(self._read_context, roots)
+        return {
+            record.record_id: str(record.payload.get("digest"))
+            for record in closure.facts_by_id.values()
+            if isinstance(record, Record)
+            and record.envelope.schema_ref == SCHEMA_VALUE
+            and record.redacted_by is None
+        }
+
     def _delete_threads(self, thread_ids: Sequence[str], reason: str) -> None:
         owners: dict[str, builtins.list[RecordDraft]] = {}
         for thread_id in dict.fromkeys(thread_ids):
@@ -795,6 +904,10 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         """Async :meth:`delete_thread` (runs on a worker thread)."""
         await asyncio.to_thread(self.delete_thread, thread_id)
 
+    async def aerase_thread(self, thread_id: str, reason: str) -> tuple[str, ...]:
+        """Async :meth:`erase_thread` (runs on a worker thread)."""
+        return await asyncio.to_thread(self.erase_thread, thread_id, reason)
+
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs` (runs on a worker thread)."""
         await asyncio.to_thread(self.delete_for_runs, run_ids)
@@ -830,6 +943,17 @@ def _write_form(entry: WriteEntry) -> tuple[str, str, Mapping[str, object]]:
     value = entry.value
     held = {"ref": value} if isinstance(value, str) else _blob_json(value)
     return (entry.channel, entry.task_path, held)
+
+
+def _named_values(payload: Mapping[str, Any]) -> builtins.list[str]:
+    """The value digests a checkpoint (channels) or write (a ref) names."""
+    channels = payload.get("channels")
+    if isinstance(channels, Mapping):
+        return [d for d in channels.values() if isinstance(d, str)]
+    value = payload.get("value")
+    if isinstance(value, Mapping) and isinstance(value.get("ref"), str):
+        return [value["ref"]]
+    return []
 
 
 def _order(entry: CheckpointEntry) -> tuple[str, str]:
