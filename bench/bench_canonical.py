@@ -14,7 +14,13 @@ import timeit
 from collections.abc import Callable
 from functools import partial
 
-from goatherd import CANONICAL_PREFIX, canonical_digest, canonical_json_bytes
+from goatherd import (
+    canonical_digest,
+    canonical_json_bytes,
+)
+from goatherd.domain import (
+    CANONICAL_PREFIX,
+)
 
 AGENT_CALL: dict[str, object] = {
     "tool": "bash",

@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 
 from goatherd import (
-    ALL_SCHEMAS,
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
     AppendGroup,
@@ -33,11 +32,16 @@ from goatherd import (
     RecordDraft,
     SQLiteTraceStore,
     TraceUiServer,
-    UiIndexProjection,
-    memory_index_engine,
     on,
 )
+from goatherd.infrastructure import (
+    memory_index_engine,
+)
 from goatherd.infrastructure.projection_views import SqlUiIndexView
+from goatherd.projections import (
+    ALL_SCHEMAS,
+    UiIndexProjection,
+)
 
 REPEAT = 3
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,65 +1,93 @@
 """The ``goatherd`` command line.
 
-Every subcommand that reads a trace takes the database as a path or an
-SQLAlchemy URL (``sqlite:///trace.sqlite``, ``postgresql+psycopg://...``) and
-opens it read-only. Errors are one clear line on stderr; ``--debug`` shows the
-traceback. ``--json`` prints machine-readable output.
+Every subcommand that reads a trace names it with ``--db`` (a path or an
+SQLAlchemy URL such as ``postgresql+psycopg://...``; default ``$GOATHERD_DB``)
+and opens it read-only; no command creates a trace it was only asked to read.
+Global options (``--db``, ``--json``, ``--debug``) go before or after the
+subcommand. Errors are one line on stderr with passwords redacted and control
+characters escaped; ``--debug`` shows the traceback.
 
 Exit codes:
     0  success
     1  the command failed: bad input, a failed check (``verify``), an error
-    2  usage error (unknown command or option)
+    2  usage error (unknown command or option, no trace named)
+    3  ``traceui``: the address is already in use
     130 interrupted
+
+Start-up stays light: the parser imports nothing beyond the standard
+library, and a command's module is imported only when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-import goatherd
-from goatherd.cli import inspect_cmds, mcp_cmd, move_cmds, recover_cmd, serve_cmds
+from goatherd.cli.exits import (
+    EXIT_ADDRESS_IN_USE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+)
+from goatherd.cli.parser import DB_ENV, build_parser
+from goatherd.cli.text import one_line
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+__all__ = [
+    "EXIT_ADDRESS_IN_USE",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CommandError",
+    "build_parser",
+    "main",
+]
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+_NO_JSON = frozenset({"serve_cmds:cmd_traceui"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
-        prog="goatherd",
-        description=(
-            "Reversible, auditable AI-agent work: an append-only, content-addressed "
-            "trace with scopes, checkpoints and settlement on top."
-        ),
-        epilog="Exit codes: 0 ok, 1 failed, 2 usage error, 130 interrupted.",
+def _resolve_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Settle ``args.db`` from --db, a legacy positional or ``$GOATHERD_DB``."""
+    legacy = getattr(args, "legacy_db", None)
+    if legacy is not None and args.db is not None and legacy != args.db:
+        parser.error(f"the trace is named twice: --db {args.db} and {legacy}")
+    db = args.db if args.db is not None else legacy
+    if args.trace == "none":
+        if db is not None and args.db is not None:
+            parser.error(f"{args.command} does not open a trace: drop --db")
+        return
+    if db is None:
+        db = os.environ.get(DB_ENV) or None
+    if db is None and args.trace != "optional":  # mcp: a trace in the repository
+        parser.error(f"no trace named: pass --db DB or set {DB_ENV}")
+    args.db = db
+
+
+def _handler(name: str) -> Callable[[argparse.Namespace], int]:
+    module, _, function = name.partition(":")
+    handler: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"goatherd.cli.{module}"), function
     )
-    parser.add_argument(
-        "--version", action="version", version=f"goatherd {goatherd.__version__}"
-    )
-    parser.add_argument(
-        "--debug", action="store_true", help="show tracebacks on errors"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _register_demo(sub)
-    inspect_cmds.register(sub)
-    move_cmds.register(sub)
-    serve_cmds.register(sub)
-    recover_cmd.register(sub)
-    mcp_cmd.register(sub)
-    return parser
+    return handler
 
 
-def _register_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from goatherd.cli import demo_cmd
+def _quiet_stdout() -> None:
+    # The reader went away (``goatherd log | head``): keep Python from
+    # complaining while it flushes stdout at exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
-    demo_cmd.register(sub)
+
+def _message(exc: BaseException) -> str:
+    # KeyError's str() quotes its message; show the message itself.
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    return one_line(str(text)) or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,24 +97,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_OK
+    if args.json and args.handler in _NO_JSON:
+        parser.error(f"{args.command} has no --json output")
+    _resolve_trace(parser, args)
     try:
-        result: int = args.func(args)
+        return _handler(args.handler)(args)
     except KeyboardInterrupt:
         print("goatherd: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (``goatherd log DB | head``): stop quietly, and
-        # keep Python from complaining while it flushes stdout at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _quiet_stdout()
         return EXIT_OK
     except Exception as exc:
         if args.debug:
             raise
-        # KeyError's str() quotes its message; show the message itself.
-        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        message = str(text) or type(exc).__name__
-        print(f"goatherd: error: {message}", file=sys.stderr)
-        return EXIT_FAILED
-    return result
+        print(f"goatherd: error: {_message(exc)}", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, CommandError) else EXIT_FAILED

@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from goatherd.cli.common import Subparsers, add_json_flag
 from goatherd.cli.output import emit_json
 from goatherd.infrastructure.demo import (
     DemoOptions,
@@ -22,54 +21,12 @@ from goatherd.infrastructure.demo import (
     summary_json,
 )
 
-__all__ = ["register"]
-
-
-def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    """Register the demo subcommand."""
-    demo = sub.add_parser(
-        "demo",
-        help="run the best-of-n demo (no services, no network, no model)",
-        description=(
-            "Create a sample git project and run three scripted attempts at its"
-            " failing test as a best-of-n session: one is denied by the"
-            " supervisor, one breaks the tests, one passes and is settled onto"
-            " the project. Rerun the same command to resume after a crash."
-        ),
-    )
-    demo.add_argument(
-        "--dir",
-        type=Path,
-        default=None,
-        help=f"the demo directory (default {default_demo_dir()})",
-    )
-    demo.add_argument(
-        "--fresh", action="store_true", help="wipe an earlier demo and start over"
-    )
-    demo.add_argument(
-        "--crash-after",
-        type=_positive,
-        default=0,
-        metavar="N",
-        help="kill this process (SIGKILL) after N appended records; rerun to resume",
-    )
-    add_json_flag(demo)
-    demo.set_defaults(func=cmd_demo)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+__all__ = ["cmd_demo"]
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run (or resume) the demo and print its summary."""
-    directory = args.dir if args.dir is not None else default_demo_dir()
+    directory = Path(args.dir) if args.dir is not None else default_demo_dir()
     stream = sys.stderr if args.json else sys.stdout
 
     def progress(text: str) -> None:

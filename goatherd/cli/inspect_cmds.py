@@ -5,69 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections import deque
+from collections.abc import Iterator
 
-from goatherd.cli.common import (
-    Subparsers,
-    add_db_argument,
-    add_json_flag,
-    open_read_only,
-)
+from goatherd.cli.common import open_read_only
 from goatherd.cli.output import ProgressBar, emit_json, short_id
+from goatherd.cli.text import clean, clean_lines, json_safe, one_line
+from goatherd.domain.log import LogEntry
 from goatherd.domain.records import Record
 from goatherd.infrastructure.inspection import (
+    TraceStats,
     record_details,
     resolve_record_id,
     trace_stats,
 )
 from goatherd.infrastructure.integrity import IntegrityReport, verify_trace
-from goatherd.infrastructure.store.chain import TraceHead, parse_head
+from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
-__all__ = ["register"]
+__all__ = ["cmd_log", "cmd_show", "cmd_stats", "cmd_verify"]
 
 _PAGE = 1000
-
-
-def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    """Register the inspection subcommands."""
-    log = sub.add_parser("log", help="list the trace's records in commit order")
-    add_db_argument(log)
-    log.add_argument("--owner", help="only this owner path and its ':'-descendants")
-    log.add_argument("--schema", help="only records with this schema ref")
-    log.add_argument("--limit", type=int, default=0, help="stop after N records")
-    add_json_flag(log)
-    log.set_defaults(func=cmd_log)
-
-    show = sub.add_parser(
-        "show", help="show one record, its paths, parents and children"
-    )
-    add_db_argument(show)
-    show.add_argument(
-        "record_id", metavar="RECORD_ID", help="a record id or a unique prefix"
-    )
-    add_json_flag(show)
-    show.set_defaults(func=cmd_show)
-
-    stats = sub.add_parser("stats", help="count what the trace holds")
-    add_db_argument(stats)
-    add_json_flag(stats)
-    stats.set_defaults(func=cmd_stats)
-
-    verify = sub.add_parser(
-        "verify", help="recompute and cross-check every stored row of the trace"
-    )
-    add_db_argument(verify)
-    verify.add_argument(
-        "--all", action="store_true", help="report every problem, not only the first"
-    )
-    verify.add_argument(
-        "--expect-head",
-        metavar="HEAD",
-        type=_trace_head,
-        help="a head noted earlier (<commits>:sha256:<hex>, from stats, verify or "
-        "export): fail unless the trace still extends it",
-    )
-    add_json_flag(verify)
-    verify.set_defaults(func=cmd_verify)
 
 
 def _in_subtree(owner: str, prefix: str | None) -> bool:
@@ -99,7 +57,7 @@ def _log_json(position: int, intent: str, record: Record) -> dict[str, object]:
 
 def _log_line(position: int, record: Record) -> str:
     place = f"{record.trace_owner_id}#{record.owner_ordinal}"
-    return (
+    return clean(
         f"{position:>6}  {place}  {record.envelope.mode[:4]}  {record.fact_kind}"
         f"  {short_id(record.record_id)}  {_payload_summary(record)}"
     )
@@ -111,35 +69,80 @@ def _payload_summary(record: Record) -> str:
     return _summary(record.payload)
 
 
-def cmd_log(args: argparse.Namespace) -> int:
-    """Print the log, optionally filtered by owner subtree and schema."""
+def _entries(
+    store: SqlAlchemyTraceStore, args: argparse.Namespace, after: int
+) -> Iterator[LogEntry]:
+    """Yield the matching log entries after ``after`` that are committed now."""
     schemas = None if args.schema is None else [args.schema]
-    shown = 0
-    rows: list[dict[str, object]] = []
-    with open_read_only(args.db) as store:
-        after = -1
-        while True:
-            entries = store.read_log(after, _PAGE, schema_refs=schemas)
-            if not entries:
-                break
+    while True:
+        entries = store.read_log(after, _PAGE, schema_refs=schemas)
+        if not entries:
+            return
+        after = entries[-1].position
+        for entry in entries:
+            if _in_subtree(entry.record.trace_owner_id, args.owner):
+                yield entry
+
+
+def _selected(store: SqlAlchemyTraceStore, args: argparse.Namespace) -> list[LogEntry]:
+    start = -1 if args.since is None else args.since - 1
+    if args.tail is not None:
+        return list(deque(_entries(store, args, start), maxlen=args.tail))
+    rows: list[LogEntry] = []
+    for entry in _entries(store, args, start):
+        rows.append(entry)
+        if args.limit is not None and len(rows) >= args.limit:
+            break
+    return rows
+
+
+def _emit(entry: LogEntry, as_json: bool) -> None:
+    if as_json:
+        line = _log_json(entry.position, entry.append_intent_id, entry.record)
+        text = json.dumps(line, sort_keys=True, ensure_ascii=False)
+        print(json_safe(text), flush=True)
+    else:
+        print(_log_line(entry.position, entry.record), flush=True)
+
+
+def _follow(store: SqlAlchemyTraceStore, args: argparse.Namespace, after: int) -> None:
+    """Print new entries as other processes commit them, until interrupted.
+
+    Positions equal commit order, so resuming after the last position read
+    never skips a commit.
+    """
+    schemas = None if args.schema is None else [args.schema]
+    while True:
+        entries = store.read_log(after, _PAGE, schema_refs=schemas)
+        for entry in entries:
+            if _in_subtree(entry.record.trace_owner_id, args.owner):
+                _emit(entry, args.json)
+        if entries:
             after = entries[-1].position
-            for entry in entries:
-                record = entry.record
-                if not _in_subtree(record.trace_owner_id, args.owner):
-                    continue
-                if args.json:
-                    rows.append(
-                        _log_json(entry.position, entry.append_intent_id, record)
-                    )
-                else:
-                    print(_log_line(entry.position, record))
-                shown += 1
-                if args.limit and shown >= args.limit:
-                    break
-            if args.limit and shown >= args.limit:
-                break
+        if len(entries) < _PAGE:
+            time.sleep(args.interval)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    """Print the log: one line per path entry (a record once per owner path).
+
+    ``--follow`` streams JSON lines with ``--json`` (one object per entry);
+    without it, ``--json`` prints one JSON array.
+    """
+    with open_read_only(args.db, live=args.follow) as store:
+        head = store.max_position()
+        rows = _selected(store, args)
+        if args.follow:
+            for entry in rows:
+                _emit(entry, args.json)
+            after = head if args.since is None else max(head, args.since - 1)
+            _follow(store, args, after)
+            return 0
     if args.json:
-        emit_json(rows)
+        emit_json([_log_json(e.position, e.append_intent_id, e.record) for e in rows])
+    else:
+        for entry in rows:
+            print(_log_line(entry.position, entry.record))
     return 0
 
 
@@ -150,25 +153,54 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(details.to_json())
         return 0
-    print(f"record     {details.record_id}")
-    print(f"schema     {details.schema_ref} ({details.mode})")
-    print(f"witness    {' -> '.join(details.witness_chain) or '(root sentinel)'}")
-    for parent in details.caused_by:
-        print(f"parent     {parent}")
-    for child in details.children:
-        print(f"child      {child}")
+    lines = [
+        f"record     {details.record_id}",
+        f"schema     {details.schema_ref} ({details.mode})",
+        f"witness    {' -> '.join(details.witness_chain) or '(root sentinel)'}",
+    ]
+    lines += [f"parent     {parent}" for parent in details.caused_by]
+    lines += [f"child      {child}" for child in details.children]
     for place in details.placements:
         position = "-" if place.position is None else str(place.position)
-        print(
+        lines.append(
             f"path       {place.path_ref}#{place.ordinal}  kind {place.kind_label}"
             f"  intent {place.append_intent_id}  position {position}"
         )
     if details.redacted_by is not None:
-        print(f"payload    erased by redaction {details.redacted_by}")
+        lines.append(f"payload    erased by redaction {details.redacted_by}")
+        print("\n".join(clean_lines(lines)))
         return 0
-    print("payload")
-    print(json.dumps(details.payload, ensure_ascii=False, sort_keys=True, indent=2))
+    lines.append("payload")
+    payload = json.dumps(details.payload, ensure_ascii=False, sort_keys=True, indent=2)
+    lines += payload.splitlines()
+    print("\n".join(clean_lines(lines)))
     return 0
+
+
+def stats_lines(stats: TraceStats) -> list[str]:
+    """Describe the counts with the words every command uses.
+
+    A *record* is one content-addressed record (witnesses included); a *path
+    entry* is one placement of a record on an owner path (a record on three
+    paths has three); a *log entry* is a path entry with a log position,
+    which is every path entry but the witnesses'. ``log`` prints one line per
+    log entry.
+    """
+    lines = [
+        f"records            {stats.records}  ({stats.witnesses} of them witnesses)",
+        f"path entries       {stats.path_entries}",
+        f"log entries        {stats.log_positions}  (path entries with a position)",
+        f"owner paths        {stats.owners}",
+        f"contexts           {stats.contexts}",
+        f"append intents     {stats.intents}",
+        f"cuts               {stats.frontiers}",
+        f"checkpoint blobs   {stats.checkpoint_blobs}",
+        f"materializations   {stats.materializations}",
+        f"head               {stats.head}  (note it: verify --expect-head HEAD)",
+        "records per schema",
+    ]
+    lines += [f"  {count:>8}  {schema}" for schema, count in stats.schemas.items()]
+    return lines
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -178,21 +210,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(stats.to_json())
         return 0
-    data = stats.to_json()
-    schemas = data.pop("schemas")
-    for key, value in data.items():
-        print(f"{key:<18} {value}")
-    print("schemas")
-    for schema, count in schemas.items():
-        print(f"  {count:>8}  {schema}")
+    for line in stats_lines(stats):
+        print(clean(line))
     return 0
-
-
-def _trace_head(text: str) -> TraceHead:
-    try:
-        return parse_head(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -219,9 +239,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         )
         return 0
     first = report.problems[0]
-    print(f"verify failed: {first}", file=sys.stderr)
+    print(f"verify failed: {one_line(str(first))}", file=sys.stderr)
     for problem in report.problems[1:]:
-        print(f"  also: {problem}", file=sys.stderr)
+        print(f"  also: {one_line(str(problem))}", file=sys.stderr)
     hidden = report.problem_count - len(report.problems)
     if hidden:
         print(f"  and {hidden} more problems (--all lists them)", file=sys.stderr)

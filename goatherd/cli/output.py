@@ -7,6 +7,8 @@ import sys
 import time
 from typing import IO, Any
 
+from goatherd.cli.text import json_safe
+
 __all__ = ["ProgressBar", "emit_json", "short_id"]
 
 
@@ -50,9 +52,13 @@ class ProgressBar:
 
 
 def emit_json(value: Any, stream: IO[str] | None = None) -> None:
-    """Write ``value`` as one JSON document (sorted keys) and a newline."""
+    """Write ``value`` as one JSON document (sorted keys) and a newline.
+
+    Characters that would steer a terminal are written as JSON escapes.
+    """
     out = stream or sys.stdout
-    out.write(json.dumps(value, sort_keys=True, ensure_ascii=False, indent=2) + "\n")
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, indent=2)
+    out.write(json_safe(text) + "\n")
 
 
 def short_id(record_id: str, width: int = 12) -> str:

@@ -5,39 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from returns.result import Failure
-
-from goatherd.application import (
-    RecoverOptions,
-    RecoveryStats,
-    Scope,
-    ScopeManager,
-    recover_scopes,
-)
-from goatherd.cli.common import (
-    Subparsers,
-    add_db_argument,
-    add_json_flag,
-    open_read_only,
-)
+from goatherd.application import RecoveryStats, Scope, ScopeManager
+from goatherd.cli.common import unwrap
 from goatherd.cli.output import emit_json, short_id
-from goatherd.infrastructure.bootstrap import runtime_context_for
+from goatherd.cli.text import clean
+from goatherd.infrastructure import open_runtime
 
-__all__ = ["register"]
-
-
-def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    """Register the recover subcommand."""
-    recover = sub.add_parser(
-        "recover",
-        help="show the scope tree, checkpoints and outputs recovered from a trace",
-    )
-    add_db_argument(recover)
-    add_json_flag(recover)
-    recover.set_defaults(func=cmd_recover)
+__all__ = [
+    "checkpoints_json",
+    "cmd_recover",
+    "print_checkpoints",
+    "print_tree",
+    "scope_json",
+]
 
 
-def _scope_json(manager: ScopeManager, scope: Scope) -> dict[str, Any]:
+def scope_json(manager: ScopeManager, scope: Scope) -> dict[str, Any]:
+    """Return one scope, its children's ids and its outputs as JSON values."""
     parent = scope.parent
     return {
         "id": scope.id,
@@ -56,7 +40,8 @@ def _scope_json(manager: ScopeManager, scope: Scope) -> dict[str, Any]:
     }
 
 
-def _checkpoints_json(manager: ScopeManager) -> list[dict[str, Any]]:
+def checkpoints_json(manager: ScopeManager) -> list[dict[str, Any]]:
+    """Return every unpruned checkpoint of every listed scope, scope by scope."""
     return [
         {
             "id": checkpoint.id,
@@ -73,14 +58,10 @@ def _checkpoints_json(manager: ScopeManager) -> list[dict[str, Any]]:
 def cmd_recover(args: argparse.Namespace) -> int:
     """Recover the runtime's registry from the trace (causally: no sandboxes)."""
     stats = RecoveryStats()
-    with open_read_only(args.db) as store:
-        context = runtime_context_for(store)
-        result = recover_scopes(context, RecoverOptions(resolver=None, stats=stats))
-        if isinstance(result, Failure):
-            raise result.failure()
-        manager = result.unwrap()
-        scopes = [_scope_json(manager, scope) for scope in manager.all_scopes()]
-        checkpoints = _checkpoints_json(manager)
+    with open_runtime(args.db, bus=False, read_only=True) as runtime:
+        manager = unwrap(runtime.recover(None, stats))
+        scopes = [scope_json(manager, scope) for scope in manager.all_scopes()]
+        checkpoints = checkpoints_json(manager)
     if args.json:
         emit_json(
             {
@@ -96,8 +77,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    _print_tree(scopes)
-    _print_checkpoints(checkpoints)
+    print_tree(scopes)
+    print_checkpoints(checkpoints)
     print(
         f"scanned {stats.fork_records} fork, {stats.terminal_records} terminal, "
         f"{stats.sealed_outputs} sealed records and {stats.checkpoint_blobs} "
@@ -106,7 +87,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_tree(scopes: list[dict[str, Any]]) -> None:
+def print_tree(scopes: list[dict[str, Any]]) -> None:
     by_id = {scope["id"]: scope for scope in scopes}
     roots = [scope for scope in scopes if scope["parent"] not in by_id]
     print("scopes")
@@ -120,11 +101,12 @@ def _print_tree(scopes: list[dict[str, Any]]) -> None:
             if scope["fork_point"]
             else ""
         )
-        print(f"  {prefix}{branch}{scope['id']}  {scope['state']}{fork}")
+        print(clean(f"  {prefix}{branch}{scope['id']}  {scope['state']}{fork}"))
         for out in scope["outputs"]:
             pad = prefix + ("" if top else ("    " if last else "│   "))
             paths = ", ".join(c["path"] for c in out["changes"]) or "no changes"
-            print(f"  {pad}    output {out['id']}  {out['state']}  ({paths})")
+            line = f"  {pad}    output {out['id']}  {out['state']}  ({paths})"
+            print(clean(line))
         kids = [by_id[c] for c in scope["children"] if c in by_id]
         for index, child in enumerate(kids):
             child_prefix = prefix + ("" if top else ("    " if last else "│   "))
@@ -134,13 +116,14 @@ def _print_tree(scopes: list[dict[str, Any]]) -> None:
         show(root, "", True, True)
 
 
-def _print_checkpoints(checkpoints: list[dict[str, Any]]) -> None:
+def print_checkpoints(checkpoints: list[dict[str, Any]]) -> None:
     print("checkpoints")
     if not checkpoints:
         print("  (none restorable)")
     for cp in checkpoints:
-        print(
+        line = (
             f"  {cp['id']}  {cp['state']}  scope {cp['scope_id']}"
             f"  revision {cp['revision'][:12] or '-'}"
             f"  snapshot {cp['snapshot_bytes']} bytes"
         )
+        print(clean(line))

@@ -37,6 +37,7 @@ from goatherd.infrastructure.store import (
     EffectPublisher,
     SqlAlchemyTraceStore,
     open_trace_store,
+    open_trace_store_read_only,
 )
 
 __all__ = [
@@ -174,6 +175,7 @@ def open_runtime(
     *,
     bus: bool = True,
     tap: EffectTap | None = None,
+    read_only: bool = False,
 ) -> Runtime:
     """Open (creating if absent) the trace and wire the runtime around it.
 
@@ -182,11 +184,18 @@ def open_runtime(
         bus: publish every committed path entry on a fresh :class:`EffectBus`.
         tap: also called with every published event, synchronously, right
             after its commit (a test or crash hook; needs no bus).
+        read_only: open an EXISTING trace with the read-only opener (no bus,
+            no snapshot writes): recovery and queries work, every command
+            that would append fails with ``ReadOnlyStoreError``.
 
     Raises:
         ValueError: an unsupported URL scheme.
-        NotATraceStoreError: the database exists but is not a trace store.
+        NotATraceStoreError: the database exists but is not a trace store
+            (read-only: also a missing or empty one).
     """
+    if read_only:
+        store = open_trace_store_read_only(db_url_or_path)
+        return Runtime(store, None)
     store = open_trace_store(db_url_or_path)
     effect_bus = EffectBus() if bus else None
     publisher: EffectPublisher | None = effect_bus

@@ -184,7 +184,7 @@ def resolve_record_id(store: SqlAlchemyTraceStore, text: str) -> str:
             ).scalars()
         )
     if not found:
-        raise UnknownFactError(f"unknown fact id: {text}")
+        raise UnknownFactError(f"unknown record id: {text}")
     if len(found) > 1:
         raise UnknownFactError(f"record id prefix {text!r} is ambiguous")
     return str(found[0])
@@ -201,7 +201,7 @@ def record_details(store: SqlAlchemyTraceStore, record_id: str) -> RecordDetails
             select(records).where(records.c.record_id == record_id)
         ).first()
         if row is None:
-            raise UnknownFactError(f"unknown fact id: {record_id}")
+            raise UnknownFactError(f"unknown record id: {record_id}")
         placements = tuple(
             PathPlacement(
                 path_ref=p.path_ref,

@@ -61,7 +61,7 @@ class TestShow:
         path, _ = trace_file
         assert main(["show", str(path), "deadbeef"]) == 1
         err = capsys.readouterr().err
-        assert err.strip() == "goatherd: error: unknown fact id: deadbeef"
+        assert err.strip() == "goatherd: error: unknown record id: deadbeef"
 
 
 class TestStats:
@@ -93,3 +93,77 @@ class TestOpening:
         assert main(["log", str(foreign)]) == 1
         assert "goatherd: error:" in capsys.readouterr().err
         assert _digest(foreign) == before
+
+
+class TestArguments:
+    @pytest.mark.parametrize(
+        ("option", "value", "says"),
+        [
+            ("--limit", "0", "must be at least 1, got 0"),
+            ("--limit", "-1", "must be at least 1, got -1"),
+            ("--limit", "ten", "not a whole number: 'ten'"),
+            ("--limit", str(2**70), "too large"),
+            ("--tail", "0", "must be at least 1, got 0"),
+            ("--since", "-5", "must be 0 or more, got -5"),
+            ("--interval", "0", "must be 0.01 to 3600 seconds"),
+        ],
+    )
+    def test_a_bad_number_is_a_usage_error_naming_the_option(
+        self, trace_file, capsys, option: str, value: str, says: str
+    ) -> None:
+        path, _ = trace_file
+        with pytest.raises(SystemExit) as info:
+            main(["log", "--db", str(path), option, value])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert option in err
+        assert says in err
+
+    def test_limit_and_tail_take_what_they_say(self, trace_file, capsys) -> None:
+        path, _ = trace_file
+        assert main(["log", "--db", str(path), "--json"]) == 0
+        everything = json.loads(capsys.readouterr().out)
+        assert main(["log", "--db", str(path), "--json", "--limit", "1"]) == 0
+        assert json.loads(capsys.readouterr().out) == everything[:1]
+        assert main(["log", "--db", str(path), "--json", "--tail", "2"]) == 0
+        assert json.loads(capsys.readouterr().out) == everything[-2:]
+        since = str(everything[2]["position"])
+        assert main(["log", "--db", str(path), "--json", "--since", since]) == 0
+        assert json.loads(capsys.readouterr().out) == everything[2:]
+
+
+COMMANDS_ON_A_MISSING_TRACE = [
+    ["log"],
+    ["show", "deadbeef"],
+    ["stats"],
+    ["verify"],
+    ["recover"],
+    ["export"],
+    ["scopes"],
+    ["diff", "scope:x"],
+    ["checkout", "scope:x", "out-dir"],
+    ["settle", "out:x:1", "discard"],
+    ["discard", "scope:x"],
+    ["restore", "cp:x:1"],
+    ["cut", "publish", "cut:1", "agent", "deadbeef"],
+    ["cut", "resolve", "cut:1"],
+    ["history", "agent"],
+    ["projections", "list"],
+    ["projections", "catch-up"],
+    ["projections", "rebuild", "ui_index"],
+]
+
+
+@pytest.mark.parametrize(
+    "argv", COMMANDS_ON_A_MISSING_TRACE, ids=lambda a: " ".join(a[:2])
+)
+def test_no_command_but_import_creates_a_database(
+    tmp_path: Path, capsys, monkeypatch, argv: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    typo = tmp_path / "typo.sqlite"
+    assert main([*argv, "--db", str(typo)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "not found" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

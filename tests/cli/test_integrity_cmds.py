@@ -191,6 +191,7 @@ class TestExportImport:
         assert main(["verify", postgres_database]) == 0
 
 
+@pytest.mark.integration  # the installed console script, in a subprocess
 class TestConsoleScript:
     def test_errors_are_one_line_without_a_traceback(self, tmp_path: Path) -> None:
         result = subprocess.run(

@@ -27,6 +27,7 @@ def _get_json(url: str) -> object:
 
 
 class TestTraceUi:
+    @pytest.mark.integration  # a real server process
     def test_traceui_serves_an_existing_file_without_modifying_it(
         self, trace_file
     ) -> None:

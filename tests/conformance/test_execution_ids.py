@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from goatherd import execution_id_for, relation_id_for
+from goatherd.domain import (
+    execution_id_for,
+    relation_id_for,
+)
 from tests.conformance.vectors import load_vectors
 
 VECTORS = load_vectors("execution_vectors_v0.json")

@@ -22,7 +22,7 @@ RECORDS = (
 
 
 def _rebuild_record_id(record_input: dict[str, Any]) -> str:
-    return goatherd.record_digest(
+    return goatherd.domain.record_digest(
         record_input["schema_ref"],
         record_input["mode"],
         record_input["body"],
@@ -32,23 +32,23 @@ def _rebuild_record_id(record_input: dict[str, Any]) -> str:
 
 
 def test_kernel_abi_v0_version_strings() -> None:
-    assert ABI["abi_version"] == goatherd.ABI_VERSION == "shepherd.kernel.abi.v0"
-    assert ABI["canonical_version"] == goatherd.CANONICAL_VERSION
-    assert goatherd.CANONICAL_PREFIX == b"shepherd.kernel.canonical.v2\n"
+    assert ABI["abi_version"] == goatherd.domain.ABI_VERSION == "shepherd.kernel.abi.v0"
+    assert ABI["canonical_version"] == goatherd.domain.CANONICAL_VERSION
+    assert goatherd.domain.CANONICAL_PREFIX == b"shepherd.kernel.canonical.v2\n"
 
 
 def test_kernel_abi_v0_root_witness_body_and_ids() -> None:
     root = ABI["root_witness"]
-    assert goatherd.root_witness_body() == root["body"]
-    assert goatherd.root_witness_record_id() == root["record_id"]
-    assert goatherd.root_witness_body_digest() == root["body_digest"]
+    assert goatherd.domain.root_witness_body() == root["body"]
+    assert goatherd.domain.root_witness_record_id() == root["record_id"]
+    assert goatherd.domain.root_witness_body_digest() == root["body_digest"]
     assert root["record_id"] != root["body_digest"]
 
 
 @pytest.mark.parametrize("name", WITNESSES)
 def test_kernel_abi_v0_witness_body_digest(name: str) -> None:
     witness = ABI[name]
-    digest = goatherd.witness_body_digest(witness["schema_ref"], witness["body"])
+    digest = goatherd.domain.witness_body_digest(witness["schema_ref"], witness["body"])
     assert digest == witness["body_digest"]
 
 
@@ -88,4 +88,6 @@ def test_kernel_abi_v0_parent_order_is_identity() -> None:
 def test_kernel_abi_v0_records_cite_the_witness_record_id_not_its_body_digest() -> None:
     ordinary = ABI["ordinary_witness"]
     assert ABI["capture_record"]["input"]["witness"] == ordinary["record_id"]
-    assert ordinary["record_input"]["witness"] == goatherd.root_witness_record_id()
+    assert (
+        ordinary["record_input"]["witness"] == goatherd.domain.root_witness_record_id()
+    )

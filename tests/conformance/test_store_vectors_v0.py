@@ -16,11 +16,13 @@ from sqlalchemy import select
 from goatherd import (
     TRUSTED_READ_CONTEXT,
     AppendBatch,
-    AppendContext,
     AppendGroup,
     CutSpec,
     RecordDraft,
     RetainedContextDraft,
+)
+from goatherd.domain import (
+    AppendContext,
 )
 from goatherd.infrastructure.store import open_trace_store
 from goatherd.infrastructure.store.schema import append_intents

@@ -71,7 +71,7 @@ class TestDigestProperties:
     def test_storage_flavour_is_ascii_and_parses_to_the_same_value(
         self, payload: dict[str, Any]
     ) -> None:
-        data = goatherd.canonical_json_ascii_bytes(payload)
+        data = goatherd.domain.canonical_json_ascii_bytes(payload)
         assert data.isascii()
         assert json.loads(data) == payload
 
@@ -79,27 +79,27 @@ class TestDigestProperties:
     def test_changing_the_schema_changes_the_record_id(
         self, payload: dict[str, Any], one: str, other: str
     ) -> None:
-        witness = goatherd.root_witness_record_id()
-        a = goatherd.record_digest(one, "capture", payload, (), witness)
-        b = goatherd.record_digest(other, "capture", payload, (), witness)
+        witness = goatherd.domain.root_witness_record_id()
+        a = goatherd.domain.record_digest(one, "capture", payload, (), witness)
+        b = goatherd.domain.record_digest(other, "capture", payload, (), witness)
         assert (a == b) == (one == other)
 
     @given(payloads)
     def test_changing_the_mode_changes_the_record_id(
         self, payload: dict[str, Any]
     ) -> None:
-        witness = goatherd.root_witness_record_id()
-        assert goatherd.record_digest(
+        witness = goatherd.domain.root_witness_record_id()
+        assert goatherd.domain.record_digest(
             "s", "capture", payload, (), witness
-        ) != goatherd.record_digest("s", "declaration", payload, (), witness)
+        ) != goatherd.domain.record_digest("s", "declaration", payload, (), witness)
 
     @given(payloads, payloads)
     def test_changing_the_payload_changes_the_record_id(
         self, one: dict[str, Any], other: dict[str, Any]
     ) -> None:
-        witness = goatherd.root_witness_record_id()
-        a = goatherd.record_digest("s", "capture", one, (), witness)
-        b = goatherd.record_digest("s", "capture", other, (), witness)
+        witness = goatherd.domain.root_witness_record_id()
+        a = goatherd.domain.record_digest("s", "capture", one, (), witness)
+        b = goatherd.domain.record_digest("s", "capture", other, (), witness)
         same = goatherd.canonical_json_bytes(one) == goatherd.canonical_json_bytes(
             other
         )
@@ -109,9 +109,9 @@ class TestDigestProperties:
     def test_changing_the_parent_order_changes_the_record_id(
         self, payload: dict[str, Any], caused_by: list[str]
     ) -> None:
-        witness = goatherd.root_witness_record_id()
-        a = goatherd.record_digest("s", "capture", payload, caused_by, witness)
-        b = goatherd.record_digest(
+        witness = goatherd.domain.root_witness_record_id()
+        a = goatherd.domain.record_digest("s", "capture", payload, caused_by, witness)
+        b = goatherd.domain.record_digest(
             "s", "capture", payload, list(reversed(caused_by)), witness
         )
         assert a != b
@@ -120,8 +120,8 @@ class TestDigestProperties:
     def test_changing_the_witness_changes_the_record_id(
         self, payload: dict[str, Any], witnesses: list[str]
     ) -> None:
-        a = goatherd.record_digest("s", "capture", payload, (), witnesses[0])
-        b = goatherd.record_digest("s", "capture", payload, (), witnesses[1])
+        a = goatherd.domain.record_digest("s", "capture", payload, (), witnesses[0])
+        b = goatherd.domain.record_digest("s", "capture", payload, (), witnesses[1])
         assert a != b
 
 
@@ -186,10 +186,10 @@ class TestBadInputNamesThePath:
 
     def test_the_storage_flavour_refuses_the_same_bad_input(self) -> None:
         with pytest.raises(CanonicalValueError):
-            goatherd.canonical_json_ascii_bytes({"s": "lone \ud800"})
+            goatherd.domain.canonical_json_ascii_bytes({"s": "lone \ud800"})
         with pytest.raises(CanonicalTypeError):
-            goatherd.canonical_json_ascii_bytes({1: "x"})
-        assert goatherd.canonical_json_ascii_bytes({"e": "\U0001f600"}) == (
+            goatherd.domain.canonical_json_ascii_bytes({1: "x"})
+        assert goatherd.domain.canonical_json_ascii_bytes({"e": "\U0001f600"}) == (
             b'{"e":"\\ud83d\\ude00"}'
         )
 

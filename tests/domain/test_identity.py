@@ -44,38 +44,40 @@ class TestRecordInputRules:
 class TestWitnessBodies:
     def test_a_kernel_witness_body_needs_all_eight_fields(self) -> None:
         with pytest.raises(RecordInputError, match="containment, substrate_ref"):
-            goatherd.witness_body_digest(
+            goatherd.domain.witness_body_digest(
                 "kernel.witness.v1",
                 {
                     k: []
-                    for k in goatherd.WITNESS_BODY_FIELDS
+                    for k in goatherd.domain.WITNESS_BODY_FIELDS
                     if k not in {"containment", "substrate_ref"}
                 },
             )
 
     def test_containment_and_substrate_are_checked(self) -> None:
-        body = goatherd.root_witness_body()
+        body = goatherd.domain.root_witness_body()
         with pytest.raises(RecordInputError, match="containment is invalid"):
-            goatherd.witness_body_digest(
+            goatherd.domain.witness_body_digest(
                 "kernel.witness.v1", {**body, "containment": "x"}
             )
         with pytest.raises(RecordInputError, match="substrate_ref is required"):
-            goatherd.witness_body_digest(
+            goatherd.domain.witness_body_digest(
                 "kernel.witness.v1", {**body, "substrate_ref": ""}
             )
 
     def test_other_schemas_are_not_checked(self) -> None:
-        assert goatherd.witness_body_digest("custom.witness", {}).startswith("sha256:")
+        assert goatherd.domain.witness_body_digest("custom.witness", {}).startswith(
+            "sha256:"
+        )
 
 
 class TestDerivedIds:
     def test_execution_and_relation_ids_hash_the_raw_string(self) -> None:
-        assert goatherd.execution_id_for("i").startswith("exec:")
-        assert len(goatherd.execution_id_for("i")) == 5 + 32
-        assert goatherd.relation_id_for("i").startswith("rel:")
-        assert goatherd.execution_id_for("i", "a") != goatherd.execution_id_for(
-            "i", "b"
-        )
+        assert goatherd.domain.execution_id_for("i").startswith("exec:")
+        assert len(goatherd.domain.execution_id_for("i")) == 5 + 32
+        assert goatherd.domain.relation_id_for("i").startswith("rel:")
+        assert goatherd.domain.execution_id_for(
+            "i", "a"
+        ) != goatherd.domain.execution_id_for("i", "b")
 
 
 class TestWorkspaceState:
@@ -92,7 +94,7 @@ class TestWorkspaceState:
 
     def test_undigestible_data_is_refused_at_construction(self) -> None:
         with pytest.raises(
-            goatherd.CanonicalTypeError, match=r"workspace_state\.data\.b"
+            goatherd.domain.CanonicalTypeError, match=r"workspace_state\.data\.b"
         ):
             goatherd.WorkspaceState("git", "abc", {"b": b"raw"})
 

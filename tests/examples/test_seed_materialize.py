@@ -24,16 +24,19 @@ import pytest
 from returns.result import Failure
 
 import goatherd as g
+import goatherd.application as ga
+import goatherd.domain as gd
+import goatherd.infrastructure as gi
 from tests.infrastructure.sandbox.gitfixtures import make_repo, snapshot
 
-CONTEXT = g.AppendContext("agent:host", ("trusted:internal",), trust_mode="internal")
+CONTEXT = gd.AppendContext("agent:host", ("trusted:internal",), trust_mode="internal")
 MATERIALIZE = CONTEXT.to_operation_context("materialize")
 OWNER = "agent:main"
 INTENT = "run:42:materialize"
 WORKSPACE = "workspace.sandbox.v1"
 
 needs_landlock = pytest.mark.skipif(
-    g.landlock_abi() < 1,
+    gi.landlock_abi() < 1,
     reason="this kernel does not provide Landlock, so a confined exec refuses "
     "to run (fail-closed); the refusal itself is tested without the skip",
 )
@@ -79,7 +82,7 @@ def seed_request(ids: Sequence[str], intent: str = INTENT) -> g.MaterializationR
     )
 
 
-def registry_of(substrate: g.Substrate) -> g.SubstrateRegistry:
+def registry_of(substrate: ga.Substrate) -> g.SubstrateRegistry:
     registry = g.SubstrateRegistry()
     registry.register(substrate)
     return registry
@@ -95,7 +98,7 @@ def sha256_hex(data: bytes) -> str:
 
 def produced_captures(
     store: g.SQLiteTraceStore,
-    receipt: g.MaterializationReceipt,
+    receipt: gd.MaterializationReceipt,
     *,
     containment: str,
 ) -> list[g.Record]:
@@ -145,8 +148,8 @@ def outside(tmp_path: Path) -> Path:
 
 @contextmanager
 def worktree(
-    repo: Path, path: Path, backend: g.ContainmentBackend | None
-) -> Iterator[g.GitSandbox]:
+    repo: Path, path: Path, backend: ga.ContainmentBackend | None
+) -> Iterator[gi.GitSandbox]:
     sandbox = g.new_worktree_sandbox(repo, path, exec_backend=backend)
     sandbox.create(g.SandboxSpec())
     try:
@@ -156,9 +159,9 @@ def worktree(
 
 
 @pytest.fixture
-def confined(repo: Path, tmp_path: Path) -> Iterator[g.GitSandbox]:
+def confined(repo: Path, tmp_path: Path) -> Iterator[gi.GitSandbox]:
     """A detached git worktree whose exec is confined by Landlock."""
-    with worktree(repo, tmp_path / "wt", g.LandlockBackend()) as sandbox:
+    with worktree(repo, tmp_path / "wt", gi.LandlockBackend()) as sandbox:
         yield sandbox
 
 
@@ -170,9 +173,9 @@ class TestWorkspaceOnAGitWorktree:
     """``WorkspaceSubstrate(sandbox)`` over a real git worktree."""
 
     def test_recorded_file_writes_get_an_honest_clean_failure_from_git(
-        self, store: g.SQLiteTraceStore, confined: g.GitSandbox
+        self, store: g.SQLiteTraceStore, confined: gi.GitSandbox
     ) -> None:
-        registry = registry_of(g.WorkspaceSubstrate(confined))
+        registry = registry_of(gi.WorkspaceSubstrate(confined))
         # The exec would run (the backend can exec), but the capability gate
         # covers the whole batch first: nothing is attempted.
         ids = declare(
@@ -185,8 +188,8 @@ class TestWorkspaceOnAGitWorktree:
 
         receipt = g.materialize(store, MATERIALIZE, seed_request(ids), registry)
 
-        assert receipt.unwrap() == g.MaterializationReceipt(
-            outcome=g.MaterializationOutcome.CLEAN_FAILURE,
+        assert receipt.unwrap() == gd.MaterializationReceipt(
+            outcome=gd.MaterializationOutcome.CLEAN_FAILURE,
             substrate_ref=WORKSPACE,
             target_record_ids=ids,
             produced_record_ids=(),
@@ -200,9 +203,12 @@ class TestWorkspaceOnAGitWorktree:
 
     @needs_landlock
     def test_recorded_execs_run_confined_and_come_back_as_captures(
-        self, store: g.SQLiteTraceStore, confined: g.GitSandbox, outside: Path
+        self,
+        store: g.SQLiteTraceStore,
+        confined: gi.GitSandbox,
+        outside: Path,
     ) -> None:
-        registry = registry_of(g.WorkspaceSubstrate(confined))
+        registry = registry_of(gi.WorkspaceSubstrate(confined))
         escape = outside / "escape.txt"
         ids = declare(
             store,
@@ -214,7 +220,7 @@ class TestWorkspaceOnAGitWorktree:
         receipt = g.materialize(store, MATERIALIZE, seed_request(ids), registry)
 
         result = receipt.unwrap()
-        assert result.outcome is g.MaterializationOutcome.SUCCESS
+        assert result.outcome is gd.MaterializationOutcome.SUCCESS
         assert result.substrate_ref == WORKSPACE
         assert result.failure_reason == ""
         anchor = {
@@ -242,9 +248,12 @@ class TestWorkspaceOnAGitWorktree:
 
     @needs_landlock
     def test_a_same_intent_retry_replays_the_receipt_without_running_again(
-        self, tmp_path: Path, store: g.SQLiteTraceStore, confined: g.GitSandbox
+        self,
+        tmp_path: Path,
+        store: g.SQLiteTraceStore,
+        confined: gi.GitSandbox,
     ) -> None:
-        registry = registry_of(g.WorkspaceSubstrate(confined))
+        registry = registry_of(gi.WorkspaceSubstrate(confined))
         runs = confined.workdir / "runs.log"
         ids = declare(store, "declare", WORKSPACE, [shell("echo run >> runs.log")])
         first = g.materialize(store, MATERIALIZE, seed_request(ids), registry)
@@ -265,9 +274,9 @@ class TestWorkspaceOnAGitWorktree:
 
     @needs_landlock
     def test_a_same_intent_request_with_other_content_is_a_conflict(
-        self, store: g.SQLiteTraceStore, confined: g.GitSandbox
+        self, store: g.SQLiteTraceStore, confined: gi.GitSandbox
     ) -> None:
-        registry = registry_of(g.WorkspaceSubstrate(confined))
+        registry = registry_of(gi.WorkspaceSubstrate(confined))
         runs = confined.workdir / "runs.log"
         ids = declare(
             store,
@@ -282,7 +291,7 @@ class TestWorkspaceOnAGitWorktree:
 
         assert isinstance(conflict, Failure)
         error = conflict.failure()
-        assert isinstance(error, g.AppendIntentConflictError)
+        assert isinstance(error, gd.AppendIntentConflictError)
         assert str(error) == (
             f"materialize intent '{INTENT}' was already committed "
             "with different content"
@@ -296,8 +305,8 @@ class TestWorkspaceOnAGitWorktree:
         # A kernel without Landlock (simulated by capping the ABI at 0): the
         # backend refuses to run unconfined. The sandbox call was made, so the
         # substrate cannot claim a clean failure (runtime-spec 14.4).
-        with worktree(repo, tmp_path / "wt", g.LandlockBackend(max_abi=0)) as sandbox:
-            registry = registry_of(g.WorkspaceSubstrate(sandbox))
+        with worktree(repo, tmp_path / "wt", gi.LandlockBackend(max_abi=0)) as sandbox:
+            registry = registry_of(gi.WorkspaceSubstrate(sandbox))
             ids = declare(store, "declare", WORKSPACE, [shell("printf ran > ran.txt")])
             before = trace_size(store)
 
@@ -306,7 +315,7 @@ class TestWorkspaceOnAGitWorktree:
             assert not (sandbox.workdir / "ran.txt").exists()
 
         result = receipt.unwrap()
-        assert result.outcome is g.MaterializationOutcome.SPLIT_STATE
+        assert result.outcome is gd.MaterializationOutcome.SPLIT_STATE
         assert result.produced_record_ids == ()
         assert result.failure_reason.startswith(f"record {ids[0]}: landlock: ")
         assert "does not provide Landlock" in result.failure_reason
@@ -316,13 +325,13 @@ class TestWorkspaceOnAGitWorktree:
         self, store: g.SQLiteTraceStore, repo: Path, tmp_path: Path
     ) -> None:
         with worktree(repo, tmp_path / "wt", None) as sandbox:
-            registry = registry_of(g.WorkspaceSubstrate(sandbox))
+            registry = registry_of(gi.WorkspaceSubstrate(sandbox))
             ids = declare(store, "declare", WORKSPACE, [shell("printf x > ran.txt")])
 
             result = g.materialize(store, MATERIALIZE, seed_request(ids), registry)
 
             assert not (sandbox.workdir / "ran.txt").exists()
-        assert result.unwrap().outcome is g.MaterializationOutcome.CLEAN_FAILURE
+        assert result.unwrap().outcome is gd.MaterializationOutcome.CLEAN_FAILURE
         assert result.unwrap().failure_reason == (
             'sandbox backend "git" does not support exec'
         )
@@ -337,9 +346,9 @@ class TestWorkspaceFileWrites:
     def test_recorded_file_writes_land_and_come_back_as_captures(
         self, store: g.SQLiteTraceStore
     ) -> None:
-        sandbox = g.MemorySandbox(g.MemorySandboxConfig(files={"README": b"hi\n"}))
+        sandbox = g.MemorySandbox(gi.MemorySandboxConfig(files={"README": b"hi\n"}))
         sandbox.create(g.SandboxSpec())
-        registry = registry_of(g.WorkspaceSubstrate(sandbox))
+        registry = registry_of(gi.WorkspaceSubstrate(sandbox))
         writes = {"notes/a.txt": b"alpha\n", "README": b"rewritten\n"}
         ids = declare(
             store, "declare", WORKSPACE, [file_write(p, d) for p, d in writes.items()]
@@ -348,7 +357,7 @@ class TestWorkspaceFileWrites:
         receipt = g.materialize(store, MATERIALIZE, seed_request(ids), registry)
 
         result = receipt.unwrap()
-        assert result.outcome is g.MaterializationOutcome.SUCCESS
+        assert result.outcome is gd.MaterializationOutcome.SUCCESS
         captures = produced_captures(store, result, containment="buffered")
         assert [c.payload for c in captures] == [
             {"path": p, "digest": sha256_hex(d)} for p, d in writes.items()
@@ -375,7 +384,7 @@ class TestKVAndEcho:
         self, tmp_path: Path, store: g.SQLiteTraceStore
     ) -> None:
         world_path = tmp_path / "world.db"
-        with g.SQLiteKVSubstrate(world_path) as kv:
+        with gi.SQLiteKVSubstrate(world_path) as kv:
             registry = registry_of(kv)
             ids = declare(
                 store,
@@ -387,7 +396,7 @@ class TestKVAndEcho:
             result = g.materialize(store, MATERIALIZE, seed_request(ids), registry)
 
             receipt = result.unwrap()
-            assert receipt.outcome is g.MaterializationOutcome.SUCCESS
+            assert receipt.outcome is gd.MaterializationOutcome.SUCCESS
             captures = produced_captures(store, receipt, containment="contained")
             assert [c.payload for c in captures] == [
                 {"key": "answer", "value": 42},
@@ -411,7 +420,7 @@ class TestKVAndEcho:
         self, tmp_path: Path, store: g.SQLiteTraceStore
     ) -> None:
         world_path = tmp_path / "world.db"
-        with g.SQLiteKVSubstrate(world_path) as kv:
+        with gi.SQLiteKVSubstrate(world_path) as kv:
             ids = declare(store, "declare", "kv.sqlite.local.v1", [kv_put("k", 1)])
             first = g.materialize(
                 store, MATERIALIZE, seed_request(ids), registry_of(kv)
@@ -423,7 +432,7 @@ class TestKVAndEcho:
         world.close()
         with (
             g.SQLiteTraceStore(tmp_path / "trace.db") as reopened,
-            g.SQLiteKVSubstrate(world_path) as kv,
+            gi.SQLiteKVSubstrate(world_path) as kv,
         ):
             before = trace_size(reopened)
             replay = g.materialize(
@@ -438,13 +447,13 @@ class TestKVAndEcho:
             conflict = g.materialize(
                 reopened, MATERIALIZE, seed_request(other), registry_of(kv)
             )
-            assert isinstance(conflict.failure(), g.AppendIntentConflictError)
+            assert isinstance(conflict.failure(), gd.AppendIntentConflictError)
             assert kv.get("k") == 2
 
     def test_echo_captures_mirror_their_declarations(
         self, store: g.SQLiteTraceStore
     ) -> None:
-        echo = g.EchoSubstrate("echo.v1", ["note.write.v1"])
+        echo = ga.EchoSubstrate("echo.v1", ["note.write.v1"])
         drafts = [
             g.RecordDraft("declaration", "note.write.v1", {"text": t}, "note")
             for t in ("one", "two")
@@ -454,8 +463,8 @@ class TestKVAndEcho:
         result = g.materialize(store, MATERIALIZE, seed_request(ids), registry_of(echo))
 
         receipt = result.unwrap()
-        assert receipt.outcome is g.MaterializationOutcome.SUCCESS
-        captures = produced_captures(store, receipt, containment=g.DEFAULT_CONTAINMENT)
+        assert receipt.outcome is gd.MaterializationOutcome.SUCCESS
+        captures = produced_captures(store, receipt, containment=gd.DEFAULT_CONTAINMENT)
         assert [(c.envelope.schema_ref, c.payload) for c in captures] == [
             ("note.write.v1", {"text": "one"}),
             ("note.write.v1", {"text": "two"}),
@@ -470,8 +479,8 @@ class TestKVAndEcho:
         sandbox = g.MemorySandbox()
         sandbox.create(g.SandboxSpec())
         registry = g.SubstrateRegistry()
-        registry.register(g.WorkspaceSubstrate(sandbox))
-        registry.register(g.EchoSubstrate("echo.v1", ["workspace.file.write.v1"]))
+        registry.register(gi.WorkspaceSubstrate(sandbox))
+        registry.register(ga.EchoSubstrate("echo.v1", ["workspace.file.write.v1"]))
         ids = declare(store, "declare", "echo.v1", [file_write("a.txt", b"a")])
 
         result = g.materialize(store, MATERIALIZE, seed_request(ids), registry)
@@ -484,7 +493,7 @@ class TestKVAndEcho:
             store, MATERIALIZE, seed_request(unknown, "run:43"), registry
         )
         error = refused.failure()
-        assert isinstance(error, g.UnknownSubstrateError)
+        assert isinstance(error, ga.UnknownSubstrateError)
         assert str(error) == "unknown substrate: nowhere.v1"
         assert trace_size(store) == before
         assert store.read_completed_materialization("run:43") is None

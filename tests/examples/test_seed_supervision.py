@@ -20,6 +20,8 @@ import pytest
 from returns.result import Result, Success
 
 import goatherd as g
+import goatherd.application as ga
+import goatherd.domain as gd
 from goatherd.application.supervisor import INTERVENTION_SCHEMA_REF
 from tests.infrastructure.sandbox.gitfixtures import make_repo
 
@@ -107,7 +109,7 @@ def act(
 
 
 def bash(store: g.SQLiteTraceStore, cmd: str) -> str:
-    return act(store, "bash", {"cmd": cmd}, schema_ref=g.BASH_SCHEMA_REF)
+    return act(store, "bash", {"cmd": cmd}, schema_ref=gd.BASH_SCHEMA_REF)
 
 
 def path_records(store: g.SQLiteTraceStore, owner: str, schema: str) -> list[g.Record]:
@@ -130,16 +132,16 @@ class Host:
     """The seed's consumer loop, running in its own thread."""
 
     supervisor: g.Supervisor
-    handled: list[g.Intervention] = field(default_factory=list)
-    results: list[Result[None, g.SupervisorFailure]] = field(default_factory=list)
+    handled: list[gd.Intervention] = field(default_factory=list)
+    results: list[Result[None, ga.SupervisorFailure]] = field(default_factory=list)
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
     def run(self) -> None:
         for iv in self.supervisor.interventions():
             match iv.type:
-                case g.InterventionType.INJECT:
+                case gd.InterventionType.INJECT:
                     result = self.supervisor.inject(iv.scope_id, GUIDANCE)
-                case g.InterventionType.HALT:
+                case gd.InterventionType.HALT:
                     result = self.supervisor.halt(iv.scope_id)
                 case _:
                     result = Success(None)  # deny is for the gate; nothing to do
@@ -148,7 +150,7 @@ class Host:
                 self.results.append(result)
                 self._cond.notify_all()
 
-    def wait_for(self, count: int) -> g.Intervention:
+    def wait_for(self, count: int) -> gd.Intervention:
         """Block until ``count`` interventions were handled; return the last."""
         with self._cond:
             assert self._cond.wait_for(lambda: len(self.handled) >= count, WAIT), (
@@ -157,21 +159,21 @@ class Host:
             return self.handled[count - 1]
 
 
-def credential_guard() -> g.SupervisionRule:
+def credential_guard() -> gd.SupervisionRule:
     """A host rule that halts a scope reading credentials (the seed's halt case)."""
 
-    def match(event: g.SupervisedEvent) -> bool:
+    def match(event: gd.SupervisedEvent) -> bool:
         path = event.payload.get("path")
         return event.mode == "declaration" and isinstance(path, str) and ".ssh/" in path
 
-    def action(event: g.SupervisedEvent) -> g.Intervention:
-        return g.Intervention(
-            g.InterventionType.HALT,
-            g.scope_id_for_owner(event.trace_owner_id),
+    def action(event: gd.SupervisedEvent) -> gd.Intervention:
+        return gd.Intervention(
+            gd.InterventionType.HALT,
+            gd.scope_id_for_owner(event.trace_owner_id),
             "credential access",
         )
 
-    return g.SupervisionRule("credential_guard", match, action)
+    return gd.SupervisionRule("credential_guard", match, action)
 
 
 @pytest.fixture
@@ -179,10 +181,10 @@ def supervisor(
     manager: g.ScopeManager, bus: g.EffectBus, store: g.SQLiteTraceStore
 ) -> Iterator[g.Supervisor]:
     sup = g.Supervisor(manager, bus, recorder=store)
-    sup.add_rule(g.DestructiveToolRule())  # advisory warning on destructive calls
-    sup.add_rule(g.DestructiveToolGuard())  # deny blockable destructive calls
-    sup.add_rule(g.HighErrorRateRule(0.5, 10))  # alert at 50% errors
-    sup.add_rule(g.StuckDetectionRule(3))  # detect loops
+    sup.add_rule(gd.DestructiveToolRule())  # advisory warning on destructive calls
+    sup.add_rule(gd.DestructiveToolGuard())  # deny blockable destructive calls
+    sup.add_rule(gd.HighErrorRateRule(0.5, 10))  # alert at 50% errors
+    sup.add_rule(gd.StuckDetectionRule(3))  # detect loops
     yield sup
     sup.close()
 
@@ -226,11 +228,11 @@ class TestSuperviseSubAgents:
         fifth = host.wait_for(5)
 
         assert [(iv.type, iv.scope_id) for iv in host.handled] == [
-            (g.InterventionType.INJECT, worker.id),
-            (g.InterventionType.INJECT, worker.id),
-            (g.InterventionType.INJECT, worker.id),
-            (g.InterventionType.DENY, worker.id),
-            (g.InterventionType.HALT, worker.id),
+            (gd.InterventionType.INJECT, worker.id),
+            (gd.InterventionType.INJECT, worker.id),
+            (gd.InterventionType.INJECT, worker.id),
+            (gd.InterventionType.DENY, worker.id),
+            (gd.InterventionType.HALT, worker.id),
         ]
         assert first.payload == (
             "WARNING: destructive operation detected (bash). Proceed with caution."
@@ -284,25 +286,25 @@ class TestSuperviseSubAgents:
         self, supervisor: g.Supervisor, manager: g.ScopeManager, store, repo, tmp_path
     ) -> None:
         fork_worktree(manager, repo, WORKER, tmp_path / "wt")
-        push = g.ReviewEvent(
+        push = ga.ReviewEvent(
             trace_owner_id=WORKER,
             payload={"cmd": "git push --force"},
-            schema_ref=g.BASH_SCHEMA_REF,
+            schema_ref=gd.BASH_SCHEMA_REF,
             kind_label="bash",
         )
         verdict = supervisor.check_call(push)
         assert verdict is not None
-        assert verdict.type is g.InterventionType.DENY
+        assert verdict.type is gd.InterventionType.DENY
         assert verdict.scope_id == f"scope:{WORKER}"
         assert verdict.payload == (
             "Blocked destructive operation (bash). Supervisor denied."
         )
         # The first verdict wins: in the seed's order the advisory rule
         # answers a call it recognises as destructive before the guard.
-        rm = g.ReviewEvent(WORKER, {"cmd": "rm -rf /"}, kind_label="bash")
+        rm = ga.ReviewEvent(WORKER, {"cmd": "rm -rf /"}, kind_label="bash")
         advisory = supervisor.check_call(rm)
         assert advisory is not None
-        assert advisory.type is g.InterventionType.INJECT
+        assert advisory.type is gd.InterventionType.INJECT
         denied, warned = interventions_on(store, WORKER)
         assert denied.payload["source"] == warned.payload["source"] == "gate"
         assert denied.payload["rule"] == "destructive_file_block"
@@ -310,7 +312,7 @@ class TestSuperviseSubAgents:
         assert denied.payload["trigger_record_id"] is None
         # A harmless structured read passes the gate and records nothing.
         before = store.fact_count()
-        read = g.ReviewEvent(WORKER, {"path": "a"}, kind_label="read")
+        read = ga.ReviewEvent(WORKER, {"path": "a"}, kind_label="read")
         assert supervisor.check_call(read) is None
         assert store.fact_count() == before
 
@@ -322,37 +324,41 @@ class TestSuperviseSubAgents:
             supervisor.inject("scope:agent:nobody", GUIDANCE),
             supervisor.halt("scope:agent:nobody"),
         ):
-            assert isinstance(result.failure(), g.ScopeNotFoundError)
+            assert isinstance(result.failure(), gd.ScopeNotFoundError)
         assert (store.fact_count(), store.max_position()) == before
 
 
 # ---------------------------------------------------------------- review
 
 
-def deny_key_material() -> g.SupervisionRule:
+def deny_key_material() -> gd.SupervisionRule:
     """A merge rule: a proposal touching ``*.pem`` may not merge."""
 
-    def match(event: g.SupervisedEvent) -> bool:
-        return event.kind_label == g.MERGE_PROPOSED_KIND_LABEL
+    def match(event: gd.SupervisedEvent) -> bool:
+        return event.kind_label == ga.MERGE_PROPOSED_KIND_LABEL
 
-    def action(event: g.SupervisedEvent) -> g.Intervention | None:
+    def action(
+        event: gd.SupervisedEvent,
+    ) -> gd.Intervention | None:
         paths = event.payload.get("paths")
         assert isinstance(paths, list)
         keys = [str(p) for p in paths if str(p).endswith(".pem")]
         if not keys:
             return None
-        return g.Intervention(
-            g.InterventionType.DENY, "", f"key material: {', '.join(keys)}"
+        return gd.Intervention(
+            gd.InterventionType.DENY,
+            "",
+            f"key material: {', '.join(keys)}",
         )
 
-    return g.SupervisionRule("no_key_material", match, action)
+    return gd.SupervisionRule("no_key_material", match, action)
 
 
 def review(
     mgr: g.ScopeManager,
-    gate: Callable[[g.MergeProposal], str | None],
+    gate: Callable[[gd.MergeProposal], str | None],
     child: g.Scope,
-) -> tuple[g.MergeProposal, str, str | None]:
+) -> tuple[gd.MergeProposal, str, str | None]:
     """The seed's review step: propose, record the proposal, ask the gate."""
     proposal = mgr.propose_merge(child.id, 1000).unwrap()
     proposed_id = mgr.record_merge_proposal(proposal).unwrap()
@@ -361,8 +367,8 @@ def review(
 
 def supervisor_gate(
     sup: g.Supervisor, scope_id: str
-) -> Callable[[g.MergeProposal], str | None]:
-    def gate(proposal: g.MergeProposal) -> str | None:
+) -> Callable[[gd.MergeProposal], str | None]:
+    def gate(proposal: gd.MergeProposal) -> str | None:
         verdict = sup.review_merge(scope_id, proposal)
         return None if verdict is None else str(verdict.payload)
 
@@ -422,7 +428,7 @@ class TestReviewBeforeMerge:
         (verdict,) = interventions_on(store, "agent:try-0")
         assert verdict.payload["type"] == "deny"
         assert verdict.payload["source"] == "gate"
-        assert verdict.payload["trigger_schema_ref"] == g.MERGE_PROPOSED_SCHEMA_REF
+        assert verdict.payload["trigger_schema_ref"] == ga.MERGE_PROPOSED_SCHEMA_REF
         assert interventions_on(store, "agent:try-1") == []
 
     def test_a_denied_shared_child_is_rolled_back_and_retried_with_guidance(
@@ -479,7 +485,7 @@ class TestSyntheticEventsRecordOnce:
         sup.add_rule(deny_key_material())
         return sup
 
-    def proposal(self, manager: g.ScopeManager, repo, tmp_path) -> g.MergeProposal:
+    def proposal(self, manager: g.ScopeManager, repo, tmp_path) -> gd.MergeProposal:
         child, wt = fork_worktree(manager, repo, "agent:try", tmp_path / "wt")
         (wt / "ca.pem").write_bytes(b"k")
         proposal = manager.propose_merge(child.id, 1000).unwrap()
@@ -530,23 +536,26 @@ class TestSyntheticEventsRecordOnce:
         proposal = self.proposal(manager, repo, tmp_path)
         gate.review_merge("scope:agent:try", proposal, seq=7)
         before = (store.fact_count(), store.max_position())
-        bigger = g.MergeProposal(
+        bigger = gd.MergeProposal(
             proposal.child_scope_id,
             proposal.baseline_digest,
-            (*proposal.changes, g.ProposedChange("b.pem", "create")),
+            (*proposal.changes, gd.ProposedChange("b.pem", "create")),
         )
         verdict = gate.review_merge("scope:agent:try", bigger, seq=7)
         assert verdict is not None  # the verdict still reaches the caller
         assert (store.fact_count(), store.max_position()) == before
         (error,) = gate.record_errors
-        assert isinstance(error, g.AppendIntentConflictError)
+        assert isinstance(error, gd.AppendIntentConflictError)
 
     def test_a_replayed_gate_call_records_once(
         self, supervisor, manager, store, repo, tmp_path
     ) -> None:
         fork_worktree(manager, repo, WORKER, tmp_path / "wt")
-        call = g.ReviewEvent(
-            WORKER, {"cmd": "ls"}, schema_ref=g.BASH_SCHEMA_REF, kind_label="bash"
+        call = ga.ReviewEvent(
+            WORKER,
+            {"cmd": "ls"},
+            schema_ref=gd.BASH_SCHEMA_REF,
+            kind_label="bash",
         )
         supervisor.check_call(call)
         supervisor.check_call(call)

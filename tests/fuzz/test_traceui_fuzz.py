@@ -62,7 +62,8 @@ def _app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     path: Path = tmp_path_factory.mktemp("traceui") / "trace.sqlite"
     with SQLiteTraceStore(path) as store:
         build_trace(store)
-        with TestClient(create_app(store)) as client:
+        app = create_app(store, allowed_hosts=("testserver",))
+        with TestClient(app) as client:
             _CLIENT.append(client)
             _STORE.append(store)
             yield

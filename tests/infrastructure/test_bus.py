@@ -6,7 +6,7 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -351,6 +351,100 @@ class TestAsyncIteration:
         assert sub._wakers == []
         bus.publish(event(0))  # no loop to wake: must not raise
         assert sub.get_nowait().position == 0
+
+
+class TestRingAndBatches:
+    def test_a_subscription_can_ask_for_a_larger_buffer_than_the_bus(self) -> None:
+        bus = EffectBus(4)
+        big = bus.subscribe("big", 1000)
+        small = bus.subscribe("small")
+        for n in range(500):
+            bus.publish(event(n))
+        assert (big.buffer_size, small.buffer_size) == (1000, 4)
+        assert positions(big.drain()) == list(range(500))
+        assert positions(small.drain()) == [496, 497, 498, 499]
+        assert (big.dropped, small.dropped) == (0, 496)
+
+    def test_every_subscription_numbers_the_bus_events_alike(self) -> None:
+        bus = EffectBus(8)
+        bus.publish(event(99))  # no subscriber: not numbered
+        first = bus.subscribe("first")
+        bus.publish(event(0))
+        second = bus.subscribe("second")
+        for n in range(1, 20):
+            bus.publish(event(n))
+        taken = first.take_all()  # 20 published, 8 kept: numbers 12..19
+        assert positions(taken) == list(range(12, 20))
+        assert first.next_seq - len(taken) == 12
+        assert first.dropped == 12
+        again = second.take_all()  # subscribed after event 0 (number 0)
+        assert positions(again) == list(range(12, 20))
+        assert second.next_seq == first.next_seq == 20
+
+    def test_the_head_numbers_the_next_event_and_drain_takes_at_most_a_limit(
+        self,
+    ) -> None:
+        bus = EffectBus(8)
+        assert bus.head == 0
+        bus.publish(event(99))  # no subscriber: not numbered
+        sub = bus.subscribe("sse")
+        assert bus.head == sub.next_seq == 0
+        for n in range(5):
+            bus.publish(event(n))
+        assert bus.head == 5
+        assert positions(sub.drain(2)) == [0, 1]
+        assert sub.next_seq == 2
+        assert positions(sub.drain(10)) == [2, 3, 4]
+        assert sub.drain(1) == ()
+        bus.publish(event(5))
+        bus.close()
+        assert positions(sub.drain(1)) == [5]  # what it had when closed
+        assert sub.drain() == ()
+
+    def test_wait_async_wakes_on_an_event_times_out_and_sees_close(self) -> None:
+        bus = EffectBus()
+        sub = bus.subscribe("sse")
+        wakers: list[str] = []
+
+        async def scenario() -> tuple[bool, bool, bool]:
+            loop = asyncio.get_running_loop()
+            original = loop.call_soon_threadsafe
+
+            def recording(*args: object) -> object:
+                wakers.append(threading.current_thread().name)
+                return original(*args)  # type: ignore[arg-type]
+
+            loop.call_soon_threadsafe = recording  # type: ignore[method-assign,assignment]
+            timed_out = await sub.wait_async(0.01)
+            woken = await parked_then(lambda: bus.publish(event(1)))
+            assert positions(sub.take_all()) == [1]
+            closed = await parked_then(bus.close)
+            return timed_out, woken, closed
+
+        async def parked_then(act: Callable[[], None]) -> bool:
+            # Start waiting, let the waiter park (one loop step), then act from
+            # another thread: the wake-up must come through the dispatcher.
+            waiting = asyncio.ensure_future(sub.wait_async(10))
+            await asyncio.sleep(0)
+            threading.Thread(target=act).start()
+            return await waiting
+
+        assert asyncio.run(scenario()) == (False, True, True)
+        # The publisher's thread only appends; the bus's dispatcher wakes the loop.
+        assert wakers
+        assert wakers[0] == "goatherd-bus"
+        assert sub.closed
+        assert sub._wakers == []
+
+    def test_a_publish_does_no_work_per_subscription(self) -> None:
+        bus = EffectBus()
+        subs = [bus.subscribe(f"s{n}") for n in range(200)]
+        for n in range(64):
+            bus.publish(event(n))
+        # Nothing was copied into 200 buffers: the events live once, in the ring.
+        assert len(bus._ring) == 64
+        assert all(s.qsize() == 64 for s in subs)
+        assert all(positions(s.drain()) == list(range(64)) for s in subs)
 
 
 # ------------------------------------------------------------ with the store

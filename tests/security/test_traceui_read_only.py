@@ -65,7 +65,9 @@ def raw_get(url: str, target: str) -> tuple[int, bytes]:
     """Send ``GET target`` verbatim and return (status, body)."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as conn:
-        request = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        request = (
+            f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
+        )
         conn.sendall(request.encode("latin-1"))
         chunks = []
         while chunk := conn.recv(65536):

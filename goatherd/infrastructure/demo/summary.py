@@ -75,7 +75,10 @@ def render_summary(run: DemoRun) -> str:
         lines.append(f"  {name} ({attempt.agent or '?'}): {label}")
         lines.extend(f"      {line}" for line in details)
     lines += ["", *_winner_lines(run), "", *_record_lines(run.stats.schemas)]
-    lines.append(f"  {run.stats.records} records in total")
+    lines.append(
+        f"  {run.stats.records} records in total ({run.stats.witnesses} witnesses"
+        f" included), {run.stats.log_positions} log entries"
+    )
     lines += [
         "",
         f"trace: {run.layout.trace}",
@@ -117,13 +120,16 @@ def _winner_lines(run: DemoRun) -> list[str]:
 
 
 def _record_lines(schemas: Mapping[str, int]) -> list[str]:
+    """List the runtime's schemas, then the rest as one line: they sum up."""
     main = sorted(
         (name, count)
         for name, count in schemas.items()
         if name.startswith(_MAIN_PREFIXES)
     )
-    width = max((len(name) for name, _ in main), default=0)
-    return ["records by schema", *(f"  {n:<{width}}  {c:>4}" for n, c in main)]
+    others = sum(schemas.values()) - sum(count for _, count in main)
+    rows = [*main, ("other schemas (witnesses, agent records)", others)]
+    width = max(len(name) for name, _ in rows)
+    return ["records by schema", *(f"  {n:<{width}}  {c:>4}" for n, c in rows)]
 
 
 def summary_json(run: DemoRun) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from goatherd.infrastructure.traceui.app import (
     HEARTBEAT_SECONDS,
+    LOOPBACK_HOSTS,
     create_app,
     event_json,
     memory_index_engine,
@@ -19,19 +20,25 @@ from goatherd.infrastructure.traceui.query import (
 from goatherd.infrastructure.traceui.server import (
     DEFAULT_ADDR,
     TraceUiServer,
+    allowed_hosts_for,
     parse_addr,
     serve,
 )
+from goatherd.infrastructure.traceui.tail import LogTailer, entry_event
 
 __all__ = [
     "DEFAULT_ADDR",
     "DEFAULT_PAGE",
     "HEARTBEAT_SECONDS",
+    "LOOPBACK_HOSTS",
+    "LogTailer",
     "MAX_PAGE",
     "QueryError",
     "RecordQuery",
     "TraceUiServer",
+    "allowed_hosts_for",
     "create_app",
+    "entry_event",
     "event_json",
     "memory_index_engine",
     "owners_json",

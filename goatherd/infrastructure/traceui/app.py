@@ -2,31 +2,43 @@
 
 Endpoints (the kernel seed's contract plus the viewer's needs):
 
-- ``GET /api/health``: liveness, bus presence, fact count.
+- ``GET /api/health``: liveness, bus presence, the number of records.
 - ``GET /api/records?path=&through=&mode=&after=&limit=``: see ``query.py``.
 - ``GET /api/records/{record_id}``: every path entry of one record.
 - ``GET /api/owners``: the owner paths with their entry counts.
 - ``GET /api/scopes``: the scope tree with lifecycle states, the scopes
-  recovery would list (see ``goatherd.projections.scope_tree``).
-- ``GET /api/events``: server-sent events, one per appended record, when a bus
-  is attached (503 without one: the client polls ``/api/records``).
+  recovery would list (see ``goatherd.projections.runtime_state``).
+- ``GET /api/events``: server-sent events, one per new log entry, when a bus
+  is attached (503 without one: the client polls ``/api/records``); each
+  client gets what arrived at most once per 0.25 s tick, in one write.
+- ``GET /api/projections``: the index's read models (built-ins and the ones
+  passed to ``create_app``) with their positions; ``/api/projections/{name}``
+  the rows of a keyed-row view.
 - ``GET /``: the browser viewer (``static/``).
 
+Every request must name an allowed ``Host`` (default: loopback names; the
+server adds its bound address): a web page that rebinds its DNS name to
+127.0.0.1 gets 421, never a payload (ADR 0045).
+
 The service never writes the trace database: its index (the UI index and
-scope tree projections) lives in a private in-memory SQLite database that a
-:class:`ProjectionRunner` catches up from ``store.read_log`` before each
-query. A slow SSE client never blocks the writer: the bus drops its oldest
-events, and the client repairs by re-reading ``/api/records``.
+runtime state projections) lives in a private in-memory SQLite database that
+a :class:`ProjectionRunner` catches up from ``store.read_log`` before each
+query. A slow SSE client never blocks the writer or the other clients: it
+only falls behind in the bus's ring, loses its oldest events, and the page
+repairs the gap from ``/api/records`` (ADR 0046).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import json
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import StaticPool
@@ -36,6 +48,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from goatherd.domain.effects import EffectEvent
 from goatherd.domain.store import TraceStore
@@ -54,18 +67,60 @@ from goatherd.infrastructure.traceui.query import (
     records_page_json,
 )
 from goatherd.projections import (
+    Projection,
     RuntimeStateProjection,
     UiIndexProjection,
     listed_scopes,
     scope_json,
 )
 
-__all__ = ["HEARTBEAT_SECONDS", "create_app", "event_json", "memory_index_engine"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "LOOPBACK_HOSTS",
+    "SSE_BUFFER_EVENTS",
+    "SSE_FLUSH_SECONDS",
+    "create_app",
+    "event_json",
+    "memory_index_engine",
+]
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
 HEARTBEAT_SECONDS: Final = 15.0
+SSE_FLUSH_SECONDS: Final = 0.25
+"""The shortest time between two writes to one SSE client."""
+SSE_BUFFER_EVENTS: Final = 1024
+"""Events buffered per SSE client between writes (more: its oldest drop)."""
+_FRAMES_KEPT: Final = 8192
 _UI_INDEX: Final = UiIndexProjection.name
 _SCOPES: Final = RuntimeStateProjection.name
+LOOPBACK_HOSTS: Final = ("localhost", "127.0.0.1", "::1")
+
+
+def _host_of(header: str) -> str:
+    """Return the host of a ``Host`` header, without port or IPv6 brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+class _AllowedHosts:
+    """Answer 421 to any request whose ``Host`` is not on the allowlist."""
+
+    def __init__(self, app: ASGIApp, hosts: tuple[str, ...]) -> None:
+        self._app = app
+        self._any = "*" in hosts
+        self._hosts = frozenset(h.strip("[]").lower() for h in hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and not self._any:
+            headers = dict(scope.get("headers") or [])
+            host = _host_of(headers.get(b"host", b"").decode("latin-1"))
+            if host not in self._hosts:
+                response = _error(f"host {host!r} is not allowed here", 421)
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
 
 def memory_index_engine() -> Engine:
@@ -96,6 +151,10 @@ def event_json(event: EffectEvent) -> str:
     )
 
 
+def _frame(event: EffectEvent) -> str:
+    return f"id: {event.position}\nevent: record\ndata: {event_json(event)}\n\n"
+
+
 def _json(text: str, status: int = 200) -> Response:
     return Response(text, status_code=status, media_type="application/json")
 
@@ -104,9 +163,19 @@ def _error(message: str, status: int) -> Response:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def _row_json(row: object) -> object:
+    if dataclasses.is_dataclass(row) and not isinstance(row, type):
+        return dataclasses.asdict(row)
+    return row
+
+
 class _Service:
     def __init__(
-        self, store: TraceStore, bus: EffectBus | None, engine: Engine
+        self,
+        store: TraceStore,
+        bus: EffectBus | None,
+        engine: Engine,
+        extra: tuple[Projection[Any], ...],
     ) -> None:
         self.store = store
         self.bus = bus
@@ -115,9 +184,17 @@ class _Service:
             (
                 UiIndexProjection(SqlUiIndexView.bind),
                 RuntimeStateProjection(runtime_state_view_factory("traceui_")),
+                *extra,
             ),
             engine=engine,
         )
+        self.extra = tuple(p.name for p in extra)
+        # Only the event loop's thread touches it (every SSE stream runs there).
+        self._frames: deque[str] = deque(maxlen=_FRAMES_KEPT)
+        self._frames_end = 0  # the bus number after the last frame kept
+        self._tick = -1  # the flush tick the streams are in
+        self._tick_end = 0  # the bus's head when that tick began: all take up to it
+        self._chunks: dict[tuple[int, int], bytes] = {}  # this tick's writes
 
     def _indexed(self, name: str, read: Callable[..., str]) -> str:
         self.runner.catch_up()
@@ -127,7 +204,12 @@ class _Service:
     async def health(self, request: Request) -> Response:
         count = await run_in_threadpool(self.store.fact_count)
         return JSONResponse(
-            {"status": "ok", "bus": self.bus is not None, "fact_count": count}
+            {
+                "status": "ok",
+                "bus": self.bus is not None,
+                "records": count,
+                "fact_count": count,
+            }
         )
 
     async def records(self, request: Request) -> Response:
@@ -167,33 +249,117 @@ class _Service:
 
         return _json(await run_in_threadpool(self._indexed, _SCOPES, read))
 
+    async def projections(self, request: Request) -> Response:
+        def read() -> str:
+            self.runner.catch_up()
+            rows = [
+                {"name": s.name, "version": s.version, "position": s.position}
+                for s in self.runner.status()
+            ]
+            return json.dumps({"projections": rows}, separators=(",", ":"))
+
+        return _json(await run_in_threadpool(read))
+
+    async def projection_rows(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in self.extra:
+            return _error(f"unknown projection: {name}", 404)
+
+        def read(view: object) -> str:
+            rows = getattr(view, "rows", None)
+            if rows is None:
+                raise QueryError(f"projection {name} has no keyed rows to list")
+            items = [_row_json(row) for row in rows()]
+            return json.dumps({"rows": items}, separators=(",", ":"), default=str)
+
+        try:
+            text = await run_in_threadpool(self._indexed, name, read)
+        except QueryError as exc:
+            return _error(str(exc), 400)
+        return _json(text)
+
     async def events(self, request: Request) -> Response:
         if self.bus is None:
             return _error("no effect bus attached: poll /api/records instead", 503)
-        subscription = self.bus.subscribe(f"traceui-sse:{uuid.uuid4().hex}")
+        subscription = self.bus.subscribe(
+            f"traceui-sse:{uuid.uuid4().hex}", SSE_BUFFER_EVENTS
+        )
         return StreamingResponse(
             self._stream(subscription),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _stream(self, subscription: Subscription) -> AsyncIterator[str]:
+    async def _stream(self, subscription: Subscription) -> AsyncIterator[str | bytes]:
+        """Send what the bus buffered, at most once per flush interval.
+
+        Every client flushes on the same clock ticks, so clients that keep up
+        take the same run of events, and that run is encoded once for all of
+        them: a burst costs each client one wake-up and one write per tick,
+        whatever the writer's rate. A client that does not read only fills its
+        own buffer, which drops its oldest events (positions then jump: the
+        page repairs from ``/api/records``).
+        """
         assert self.bus is not None
-        events = subscription.async_iter()
+        loop = asyncio.get_running_loop()
         try:
             yield "retry: 2000\n: connected\n\n"
             while True:
-                try:
-                    event = await asyncio.wait_for(anext(events), HEARTBEAT_SECONDS)
-                except TimeoutError:
+                if not await subscription.wait_async(HEARTBEAT_SECONDS):
                     yield ": heartbeat\n\n"
                     continue
-                except StopAsyncIteration:
-                    return
-                data = event_json(event)
-                yield f"id: {event.position}\nevent: record\ndata: {data}\n\n"
+                start = subscription.next_seq
+                end = self._tick_head(loop.time(), start)
+                events = subscription.take_all(end - start if end > start else None)
+                if not events:
+                    return  # closed and drained
+                yield self._chunk(events, subscription.next_seq)
+                now = loop.time()
+                await asyncio.sleep(SSE_FLUSH_SECONDS - now % SSE_FLUSH_SECONDS)
         finally:
             self.bus.unsubscribe(subscription.subscriber_id)
+
+    def _tick_head(self, now: float, start: int) -> int:
+        """Return where the streams' reads end in the tick of ``now``.
+
+        The bus's head when the tick's first stream woke: streams that keep
+        up then read the same run and share one encoded write. A stream that
+        is past it (events came after) starts the tick's run anew.
+        """
+        tick = int(now / SSE_FLUSH_SECONDS)
+        if tick != self._tick or self._tick_end <= start:
+            assert self.bus is not None
+            self._tick, self._tick_end = tick, self.bus.head
+            self._chunks.clear()
+        return self._tick_end
+
+    def _chunk(self, events: tuple[EffectEvent, ...], end: int) -> bytes:
+        """Return the SSE frames of the bus's events ``end - len(events)`` to ``end``.
+
+        Each event is encoded once for all clients: the frames are kept in
+        bus order (the bus numbers events the same for every subscription),
+        and a client's run is a slice of them; the bytes of a run are built
+        once per tick for every stream that takes the same run.
+        """
+        key = (end - len(events), end)
+        chunk = self._chunks.get(key)
+        if chunk is None:
+            chunk = self._chunks[key] = self._frames_text(events, end).encode()
+        return chunk
+
+    def _frames_text(self, events: tuple[EffectEvent, ...], end: int) -> str:
+        frames = self._frames
+        start = end - len(events)
+        base = self._frames_end - len(frames)
+        if start < base or start > self._frames_end:
+            frames.clear()  # too old, or past a run no client took
+            self._frames_end = base = start
+        fresh = end - self._frames_end
+        if fresh > 0:
+            frames.extend(_frame(event) for event in events[len(events) - fresh :])
+            self._frames_end = end
+            base = end - len(frames)
+        return "".join(itertools.islice(frames, start - base, end - base))
 
     async def index(self, request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html")
@@ -204,13 +370,17 @@ def create_app(
     bus: EffectBus | None = None,
     *,
     index_engine: Engine | None = None,
-) -> Starlette:
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+    projections: tuple[Projection[Any], ...] = (),
+) -> ASGIApp:
     """Build the read-only trace UI app over ``store`` (live events with ``bus``).
 
     ``index_engine`` holds the UI's private index (default: in-memory SQLite);
-    nothing is ever written to the trace database.
+    nothing is ever written to the trace database. ``allowed_hosts`` are the
+    ``Host`` names a request may carry (``"*"``: any). ``projections`` are
+    your own read models, folded into the private index too.
     """
-    service = _Service(store, bus, index_engine or memory_index_engine())
+    service = _Service(store, bus, index_engine or memory_index_engine(), projections)
     app = Starlette(
         routes=[
             Route("/", service.index),
@@ -220,8 +390,10 @@ def create_app(
             Route("/api/owners", service.owners),
             Route("/api/scopes", service.scopes),
             Route("/api/events", service.events),
+            Route("/api/projections", service.projections),
+            Route("/api/projections/{name:path}", service.projection_rows),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ]
     )
     app.state.service = service
-    return app
+    return _AllowedHosts(app, allowed_hosts)

@@ -7,6 +7,11 @@ path spans every owner; ``through`` is an inclusive per-owner ordinal cutoff;
 path. Pages are ordered by global log position and continue with ``after``.
 Witness records (their own ``kernel:witness`` path, outside the log) lead the
 first page when the subtree covers that path.
+
+A page holds at most ``limit`` log entries (default 1,000, at most 10,000), and
+says so: ``truncated`` is true and ``next_after`` names the ``after`` of the
+next page whenever entries were left out. A client reads until ``truncated``
+is false.
 """
 
 from __future__ import annotations
@@ -152,7 +157,8 @@ def records_page_json(conn: Connection, store: TraceStore, query: RecordQuery) -
     items = _witness_objects(store, query) + [text for _, text in rows]
     next_after = rows[-1][0] if more else None
     return (
-        f'{{"count":{len(items)},"next_after":{json.dumps(next_after)},'
+        f'{{"count":{len(items)},"limit":{query.limit},'
+        f'"truncated":{json.dumps(more)},"next_after":{json.dumps(next_after)},'
         f'"records":[{",".join(items)}]}}'
     )
 

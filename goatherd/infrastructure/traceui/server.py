@@ -1,22 +1,34 @@
 """Serving the trace UI: ``serve`` (blocking, for the CLI) and a background server.
 
 The default address is loopback (``127.0.0.1:8321``): the UI shows payloads,
-so exposing it beyond the machine is an explicit choice of the caller.
+so exposing it beyond the machine is an explicit choice of the caller. The
+server answers only requests whose ``Host`` is a loopback name or the bound
+address (plus ``allowed_hosts``), which defeats DNS rebinding.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
-from typing import Final
+from typing import Any, Final
 
 import uvicorn
 
 from goatherd.domain.store import TraceStore
 from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.traceui.app import create_app
+from goatherd.infrastructure.traceui.app import LOOPBACK_HOSTS, create_app
+from goatherd.projections import Projection
 
-__all__ = ["DEFAULT_ADDR", "TraceUiServer", "parse_addr", "serve"]
+__all__ = [
+    "DEFAULT_ADDR",
+    "TraceUiServer",
+    "allowed_hosts_for",
+    "listen",
+    "parse_addr",
+    "serve",
+    "url_of",
+]
 
 DEFAULT_ADDR: Final = "127.0.0.1:8321"
 
@@ -33,10 +45,28 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _config(store: TraceStore, bus: EffectBus | None, addr: str) -> uvicorn.Config:
+def allowed_hosts_for(host: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Return the Host names a server bound to ``host`` answers (plus ``extra``)."""
+    bound = () if host in ("0.0.0.0", "::") else (host,)  # noqa: S104 - compared only
+    return (*LOOPBACK_HOSTS, *bound, *extra)
+
+
+def _config(
+    store: TraceStore,
+    bus: EffectBus | None,
+    addr: str,
+    allowed_hosts: tuple[str, ...] = (),
+    projections: tuple[Projection[Any], ...] = (),
+) -> uvicorn.Config:
     host, port = parse_addr(addr)
+    app = create_app(
+        store,
+        bus,
+        allowed_hosts=allowed_hosts_for(host, allowed_hosts),
+        projections=projections,
+    )
     return uvicorn.Config(
-        create_app(store, bus),
+        app,
         host=host,
         port=port,
         log_level="warning",
@@ -45,10 +75,51 @@ def _config(store: TraceStore, bus: EffectBus | None, addr: str) -> uvicorn.Conf
 
 
 def serve(
-    store: TraceStore, bus: EffectBus | None = None, addr: str = DEFAULT_ADDR
+    store: TraceStore,
+    bus: EffectBus | None = None,
+    addr: str = DEFAULT_ADDR,
+    *,
+    allowed_hosts: tuple[str, ...] = (),
+    projections: tuple[Projection[Any], ...] = (),
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve the trace UI until interrupted (``goatherd traceui``)."""
-    uvicorn.Server(_config(store, bus, addr)).run()
+    """Serve the trace UI until interrupted (``goatherd traceui``).
+
+    ``allowed_hosts`` extends the Host allowlist (loopback names and the
+    bound address); ``projections`` adds your read models to the index;
+    ``sock`` is a socket the caller already bound to ``addr`` and listens on
+    (so a busy port is known before anything is announced).
+    """
+    server = uvicorn.Server(_config(store, bus, addr, allowed_hosts, projections))
+    server.run(sockets=None if sock is None else [sock])
+
+
+def listen(addr: str) -> socket.socket:
+    """Return a listening TCP socket bound to ``addr`` (``HOST:PORT``).
+
+    Raises:
+        ValueError: a malformed address.
+        OSError: the bind failed (``errno.EADDRINUSE``: the port is taken).
+    """
+    host, port = parse_addr(addr)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """Return ``http://HOST:PORT`` of a bound socket (IPv6 in brackets)."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 class TraceUiServer:
@@ -59,9 +130,14 @@ class TraceUiServer:
     """
 
     def __init__(
-        self, store: TraceStore, bus: EffectBus | None = None, addr: str = "127.0.0.1:0"
+        self,
+        store: TraceStore,
+        bus: EffectBus | None = None,
+        addr: str = "127.0.0.1:0",
+        *,
+        allowed_hosts: tuple[str, ...] = (),
     ) -> None:
-        self._server = uvicorn.Server(_config(store, bus, addr))
+        self._server = uvicorn.Server(_config(store, bus, addr, allowed_hosts))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     @property

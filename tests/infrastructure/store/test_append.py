@@ -7,17 +7,19 @@ import pytest
 from goatherd import (
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
-    WITNESS_OWNER,
     AppendBatch,
-    AppendContext,
     AppendGroup,
+    RetainedContextDraft,
+    TraceStoreError,
+)
+from goatherd.domain import (
+    WITNESS_OWNER,
+    AppendContext,
     AppendIntentConflictError,
     BatchShapeError,
     OperationContext,
     OrdinalConflictError,
     RecordInputError,
-    RetainedContextDraft,
-    TraceStoreError,
     UnknownFactError,
     root_witness_record_id,
 )

@@ -6,14 +6,16 @@ import pytest
 from sqlalchemy import update
 
 from goatherd import (
-    FRONTIER_KIND_LABEL,
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
+    CutSpec,
+    TraceStoreError,
+)
+from goatherd.domain import (
+    FRONTIER_KIND_LABEL,
     AppendIntentConflictError,
     BatchShapeError,
-    CutSpec,
     OperationContext,
-    TraceStoreError,
     UnknownFactError,
     UnknownFrontierError,
 )

@@ -10,6 +10,8 @@ from goatherd import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
     AppendGroup,
+)
+from goatherd.domain import (
     AppendIntentConflictError,
     BatchShapeError,
 )

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import update
 
-from goatherd import (
+from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendReceipt,
     OrdinalConflictError,

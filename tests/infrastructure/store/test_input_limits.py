@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from goatherd import (
+from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
     AppendGroup,

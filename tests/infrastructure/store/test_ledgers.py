@@ -6,10 +6,12 @@ import pytest
 from sqlalchemy import update
 
 from goatherd import (
+    WorkspaceState,
+)
+from goatherd.domain import (
     AppendIntentConflictError,
     CheckpointBlob,
     CheckpointBlobTooLargeError,
-    WorkspaceState,
 )
 from goatherd.infrastructure.store import (
     DEFAULT_CHECKPOINT_BLOB_LIMIT,

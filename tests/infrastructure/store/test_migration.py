@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from goatherd import (
+from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
     NotATraceStoreError,

@@ -12,9 +12,11 @@ from goatherd import (
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
     CutSpec,
+    WorkspaceState,
+)
+from goatherd.domain import (
     NotATraceStoreError,
     ReadOnlyStoreError,
-    WorkspaceState,
 )
 from goatherd.infrastructure.store import (
     SQLiteTraceStore,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from goatherd import (
+from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
     AppendGroup,

@@ -7,14 +7,16 @@ import pytest
 from goatherd import (
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
-    WITNESS_OWNER,
     AppendBatch,
     AppendGroup,
+    Record,
+    TraceStoreError,
+)
+from goatherd.domain import (
+    WITNESS_OWNER,
     OperationContext,
     ReadContext,
-    Record,
     RecordShape,
-    TraceStoreError,
     UnknownFactError,
     root_witness_record_id,
 )

@@ -13,6 +13,8 @@ from goatherd import (
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
     TraceStoreError,
+)
+from goatherd.domain import (
     UnknownFactError,
 )
 from goatherd.infrastructure.store import open_trace_store

@@ -16,9 +16,11 @@ from sqlalchemy import update
 from goatherd import (
     TRUSTED_APPEND_CONTEXT,
     TRUSTED_READ_CONTEXT,
+    TraceStoreError,
+)
+from goatherd.domain import (
     ReadContext,
     RecordShape,
-    TraceStoreError,
 )
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 from goatherd.infrastructure.store.authority import append_context

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import httpx
 import pytest
@@ -36,10 +37,13 @@ def _records(client, **params):
     return response.json()
 
 
-def test_health_reports_liveness_bus_presence_and_fact_count(store, client) -> None:
+def test_health_reports_liveness_bus_presence_and_the_record_count(
+    store, client
+) -> None:
     assert client.get("/api/health").json() == {
         "status": "ok",
         "bus": False,
+        "records": store.fact_count(),
         "fact_count": store.fact_count(),
     }
 
@@ -74,6 +78,8 @@ def test_records_carry_payloads_and_causal_edges_and_arrays_are_never_null(
     assert root["parents"] == []
     assert _records(client, path="nobody") == {
         "count": 0,
+        "limit": 1000,
+        "truncated": False,
         "next_after": None,
         "records": [],
     }
@@ -98,11 +104,13 @@ def test_mode_filters_declarations_and_captures(client) -> None:
     assert {r["mode"] for r in captured} == {"capture"}
 
 
-def test_pages_continue_after_the_last_position(client) -> None:
+def test_pages_continue_after_the_last_position_and_say_when_cut(client) -> None:
     first = _records(client, path="root", limit="3")
     assert first["count"] == 3
+    assert first["truncated"] is True
     rest = _records(client, path="root", after=str(first["next_after"]))
     assert rest["next_after"] is None
+    assert rest["truncated"] is False
     assert len(rest["records"]) == 1
 
 
@@ -205,6 +213,47 @@ def test_sse_streams_one_event_per_appended_record(open_store) -> None:
             (receipt.fact_ids[0], {"x": 1})
         ]
         assert received[0]["parents"] == []
+
+
+def test_sse_clients_sharing_ticks_each_get_every_event_once_in_order(
+    open_store,
+) -> None:
+    # Streams that keep up share one encoded write per flush tick; a burst
+    # spread over several ticks must still reach each of them whole.
+    clients, appends = 4, 120
+    bus = EffectBus()
+    with open_store() as store:
+        store.with_bus(bus)
+        with TraceUiServer(store, bus) as server:
+            received: list[list[int]] = [[] for _ in range(clients)]
+            ready = threading.Barrier(clients + 1, timeout=10)
+
+            def listen(seen: list[int]) -> None:
+                with httpx.stream("GET", server.url + "/api/events", timeout=20) as r:
+                    for line in r.iter_lines():
+                        if line.startswith(": connected"):
+                            ready.wait()
+                        if line.startswith("id: "):
+                            seen.append(int(line[4:]))
+                            if len(seen) == appends:
+                                return
+
+            listeners = [
+                threading.Thread(target=listen, args=(seen,), daemon=True)
+                for seen in received
+            ]
+            for listener in listeners:
+                listener.start()
+            ready.wait()
+            for n in range(appends):
+                append(store, f"burst-{n}", "root", "app.burst.v1", {"n": n})
+                if n % 40 == 39:
+                    time.sleep(0.3)  # the next appends fall in a later tick
+            for listener in listeners:
+                listener.join(20)
+        first = received[0][0]
+        for seen in received:
+            assert seen == list(range(first, first + appends))
 
 
 def test_addresses_need_a_port() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from goatherd.cli.output import short_id
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
@@ -65,6 +66,10 @@ def test_the_viewer_shows_the_trace_and_receives_a_live_record(tmp_path, page) -
             expect(page.locator("#current-path")).to_have_text("root:a")
             step_node = page.locator(f'.record[data-id="{step.fact_ids[0]}"]')
             expect(step_node.locator(".payload")).to_contain_text('"n": 1')
+            # record ids are shown as ``goatherd log`` and ``show`` print them
+            expect(step_node.locator(".id").first).to_have_text(
+                short_id(step.fact_ids[0])
+            )
             # a causal parent is a link to the parent record (on another path)
             step_node.locator(f'.parents a[data-id="{fork.fact_ids[0]}"]').click()
             expect(page.locator("#current-path")).to_have_text("root")
@@ -130,3 +135,33 @@ def test_a_large_trace_is_paged_and_live_records_wait_for_the_last_page(
             late = append(store, "late", "agent:main", "app.live.v1", {"m": 2})
             expect(rows).to_have_count(1202)
             assert rows.last.get_attribute("data-id") == late.fact_ids[0]
+
+
+def test_events_dropped_for_a_slow_page_are_read_again_in_log_order(
+    tmp_path, page, monkeypatch
+) -> None:
+    from playwright.sync_api import expect
+
+    import goatherd.infrastructure.traceui.app as app
+
+    # A 3-event buffer per SSE client: a burst between two flushes drops most
+    # of it, and the page must notice the jump in positions and re-read.
+    monkeypatch.setattr(app, "SSE_BUFFER_EVENTS", 3)
+    bus = EffectBus()
+    rows = page.locator('#records .record[data-owner="agent:burst"]')
+    with SQLiteTraceStore(tmp_path / "trace.sqlite") as store:
+        store.with_bus(bus)
+        append(store, "first", "agent:burst", "app.live.v1", {"m": -1})
+        with TraceUiServer(store, bus) as server:
+            page.goto(server.url)
+            expect(page.locator("#live")).to_have_text("live")
+            expect(rows).to_have_count(1)
+            append(store, "one", "agent:burst", "app.live.v1", {"m": 0})
+            expect(rows).to_have_count(2)  # the stream's position is known now
+            for n in range(1, 40):
+                append(store, f"burst:{n}", "agent:burst", "app.live.v1", {"m": n})
+            expect(rows).to_have_count(41)
+            ordinals = rows.evaluate_all(
+                "nodes => nodes.map(n => n.querySelector('.owner').textContent)"
+            )
+            assert ordinals == [f"agent:burst #{i}" for i in range(41)]

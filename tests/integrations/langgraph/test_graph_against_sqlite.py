@@ -18,6 +18,8 @@ import pytest
 from goatherd.infrastructure.store import open_trace_store
 from goatherd.integrations.langgraph import SCHEMA_CHECKPOINT, namespace_path
 
+pytestmark = pytest.mark.integration  # every phase runs in a new process
+
 ROOT = Path(__file__).resolve().parents[3]
 PHASES = ("start", "resume", "fork")
 

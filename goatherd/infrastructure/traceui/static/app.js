@@ -1,6 +1,6 @@
 "use strict";
 // The goatherd trace viewer: plain JS over the read-only /api endpoints.
-const state = { path: "", mode: "both", after: -1, records: [], byId: new Map(), seen: new Set(), view: "records" };
+const state = { path: "", mode: "both", after: -1, records: [], byId: new Map(), seen: new Set(), view: "records", livePos: -1, repairing: null };
 const $ = (id) => document.getElementById(id);
 
 async function getJSON(url) {
@@ -51,7 +51,7 @@ function addRecords(records, fresh) {
     state.seen.add(`${record.owner}@${record.ordinal}`);
     list.append(recordNode(record, fresh));
   }
-  $("record-count").textContent = `${state.records.length} shown`;
+  $("record-count").textContent = `${state.records.length} path entries shown`;
   if (state.view === "graph") drawGraph();
 }
 
@@ -205,9 +205,25 @@ async function poll() {
   } catch (error) { /* next tick retries */ }
 }
 
+// The stream carries every log entry, so positions arrive without gaps
+// unless the server dropped events for this client (it fell behind): then
+// re-read what was missed from /api/records, in log order, and hold the
+// stream's records until that is done.
+function onStreamRecord(record) {
+  if (state.repairing) { state.repairing.push(record); return; }
+  const gap = state.livePos >= 0 && record.position > state.livePos + 1;
+  state.livePos = Math.max(state.livePos, record.position);
+  if (!gap) { onLiveRecord(record); return; }
+  state.repairing = [record];
+  poll().finally(() => {
+    const held = state.repairing; state.repairing = null;
+    held.forEach(onStreamRecord);
+  });
+}
+
 function connectLive() {
   const source = new EventSource("/api/events");
-  source.addEventListener("record", (event) => onLiveRecord(JSON.parse(event.data)));
+  source.addEventListener("record", (event) => onStreamRecord(JSON.parse(event.data)));
   source.onopen = () => { $("live").textContent = "live"; $("live").classList.add("live"); poll(); };
   source.onerror = () => {
     source.close();
@@ -223,7 +239,7 @@ async function main() {
   $("show-graph").addEventListener("click", () => showView("graph"));
   $("owner-filter").addEventListener("input", loadOwners);
   const health = await getJSON("/api/health");
-  $("health").textContent = `${health.fact_count} facts`;
+  $("health").textContent = `${health.records} records`;
   await Promise.all([loadOwners(), loadScopes(), loadRecords(true)]);
   if (health.bus) connectLive(); else setInterval(poll, 2000);
 }

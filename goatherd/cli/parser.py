@@ -1,0 +1,496 @@
+"""The argument parser of ``goatherd``: every command, no heavy import.
+
+Each subcommand names its handler as ``"module:function"`` inside
+``goatherd.cli``; :func:`goatherd.cli.main` imports that module only when the
+command runs, so ``--help`` and ``--version`` start fast.
+
+Global options (``--db``, ``--json``, ``--debug``) are accepted before or
+after the subcommand. The trace is always named by ``--db`` (default: the
+``GOATHERD_DB`` environment variable); commands that took it positionally
+before still accept a leading positional ``DB``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from goatherd.infrastructure.store.chain import TraceHead
+
+__all__ = [
+    "DB_ENV",
+    "Subparsers",
+    "WORKSPACE_ENV",
+    "build_parser",
+    "non_negative",
+    "positive",
+]
+
+DB_ENV: Final = "GOATHERD_DB"
+WORKSPACE_ENV: Final = "GOATHERD_WORKSPACE"
+VERSION: Final = "0.1.0"
+_EPILOG: Final = (
+    f"The trace is --db DB (a path or an SQLAlchemy URL; default ${DB_ENV}). "
+    "Exit codes: 0 ok, 1 failed, 2 usage error, 3 address in use (traceui), "
+    "130 interrupted."
+)
+
+Subparsers = argparse._SubParsersAction
+
+
+def positive(text: str) -> int:
+    """Parse an integer of at least 1 (argparse type)."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """Parse an integer of at least 0 (argparse type)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"too large: {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.01 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be 0.01 to 3600 seconds, got {text}")
+    return value
+
+
+def _trace_head(text: str) -> TraceHead:
+    """Parse a noted trace head (argparse type; loads the store only when given)."""
+    from goatherd.infrastructure.store.chain import parse_head
+
+    try:
+        return parse_head(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """Add --db, --json and --debug (sub-parsers leave unset values alone)."""
+    default: object = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--db",
+        default=default,
+        metavar="DB",
+        help=f"the trace: a path or an SQLAlchemy URL (default ${DB_ENV})",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="print JSON for scripts",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="show tracebacks on errors",
+    )
+
+
+def _command(
+    sub: Subparsers[argparse.ArgumentParser],
+    name: str,
+    handler: str,
+    help_text: str,
+    *,
+    trace: str = "read",
+    legacy_db: bool = False,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add one subcommand; ``trace`` is how it opens the trace (read/write/none)."""
+    parser = sub.add_parser(name, help=help_text, description=description or help_text)
+    _global_options(parser, top=False)
+    if legacy_db:
+        parser.add_argument("legacy_db", nargs="?", help=argparse.SUPPRESS)
+    parser.set_defaults(handler=handler, trace=trace)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="goatherd",
+        description=(
+            "Reversible, auditable AI-agent work: an append-only, content-addressed "
+            "trace with scopes, checkpoints and settlement on top."
+        ),
+        epilog=_EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"goatherd {VERSION}")
+    _global_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _demo(sub)
+    _inspection(sub)
+    _lifecycle(sub)
+    _cuts_and_history(sub)
+    _moving(sub)
+    _serving(sub)
+    _mcp(sub)
+    return parser
+
+
+def _demo(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    from goatherd.cli.defaults import default_demo_dir
+
+    demo = _command(
+        sub,
+        "demo",
+        "demo_cmd:cmd_demo",
+        "run the best-of-n demo (no services, no network, no model)",
+        trace="none",
+        description=(
+            "Create a sample git project and run three scripted attempts at its"
+            " failing test as a best-of-n session: one is denied by the"
+            " supervisor, one breaks the tests, one passes and is settled onto"
+            " the project. Rerun the same command to resume after a crash."
+        ),
+    )
+    demo.add_argument(
+        "--dir", default=None, help=f"the demo directory (default {default_demo_dir()})"
+    )
+    demo.add_argument(
+        "--fresh", action="store_true", help="wipe an earlier demo and start over"
+    )
+    demo.add_argument(
+        "--crash-after",
+        type=positive,
+        default=0,
+        metavar="N",
+        help="kill this process (SIGKILL) after N appended records; rerun to resume",
+    )
+
+
+def _inspection(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    log = _command(
+        sub,
+        "log",
+        "inspect_cmds:cmd_log",
+        "list the trace's path entries in commit order",
+        legacy_db=True,
+    )
+    log.add_argument("--owner", help="only this owner path and its ':'-descendants")
+    log.add_argument("--schema", help="only records with this schema ref")
+    log.add_argument(
+        "--limit", type=positive, default=None, metavar="N", help="stop after N"
+    )
+    log.add_argument(
+        "--tail", type=positive, default=None, metavar="N", help="only the last N"
+    )
+    log.add_argument(
+        "--since",
+        type=non_negative,
+        default=None,
+        metavar="POSITION",
+        help="only entries at this log position or later",
+    )
+    log.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing new entries as other processes commit them",
+    )
+    log.add_argument(
+        "--interval",
+        type=_seconds,
+        default=0.5,
+        metavar="SECONDS",
+        help="how often --follow polls the trace (default 0.5)",
+    )
+
+    show = _command(
+        sub,
+        "show",
+        "inspect_cmds:cmd_show",
+        "show one record, its paths, parents and children",
+        legacy_db=True,
+    )
+    show.add_argument("record_id", metavar="RECORD_ID", help="a record id or prefix")
+
+    _command(
+        sub,
+        "stats",
+        "inspect_cmds:cmd_stats",
+        "count what the trace holds",
+        legacy_db=True,
+    )
+    verify = _command(
+        sub,
+        "verify",
+        "inspect_cmds:cmd_verify",
+        "recompute and cross-check every stored row of the trace",
+        legacy_db=True,
+    )
+    verify.add_argument(
+        "--all", action="store_true", help="report every problem, not only the first"
+    )
+    verify.add_argument(
+        "--expect-head",
+        metavar="HEAD",
+        type=_trace_head,
+        help="a head noted earlier (<commits>:sha256:<hex>, from stats, verify or "
+        "export): fail unless the trace still extends it",
+    )
+    _command(
+        sub,
+        "recover",
+        "recover_cmd:cmd_recover",
+        "show the scope tree, checkpoints and outputs recovered from a trace",
+        legacy_db=True,
+    )
+
+
+def _workspace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        action="append",
+        default=[],
+        metavar="[SCOPE=]DIR",
+        help=(
+            "where a root scope's workspace (a git repository) lives, when not"
+            f" where its record says (default ${WORKSPACE_ENV}, else the record)"
+        ),
+    )
+
+
+def _lifecycle(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    _command(
+        sub,
+        "scopes",
+        "lifecycle_cmds:cmd_scopes",
+        "the scope tree with states, outputs and checkpoints",
+    )
+    diff = _command(
+        sub,
+        "diff",
+        "lifecycle_cmds:cmd_diff",
+        "a unified diff of a scope or an output against its base",
+    )
+    diff.add_argument("target", metavar="SCOPE|OUTPUT", help="a scope or output id")
+    diff.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the diff (default: on a terminal, unless NO_COLOR is set)",
+    )
+    _workspace_option(diff)
+
+    checkout = _command(
+        sub,
+        "checkout",
+        "lifecycle_cmds:cmd_checkout",
+        "write a scope's, output's or checkpoint's files into a new directory",
+    )
+    checkout.add_argument("target", metavar="SCOPE|OUTPUT|CHECKPOINT")
+    checkout.add_argument("directory", metavar="DIR", help="a new or empty directory")
+    _workspace_option(checkout)
+
+    settle = _command(
+        sub,
+        "settle",
+        "lifecycle_cmds:cmd_settle",
+        "consume a sealed output exactly once",
+        trace="write",
+    )
+    settle.add_argument("output", metavar="OUTPUT", help="an output id (out:...)")
+    settle.add_argument(
+        "action",
+        choices=(
+            *("select", "apply", "release", "discard"),
+            *("selected", "applied", "released", "discarded"),
+        ),
+        metavar="ACTION",
+        help="select, apply, release or discard (the past tense works too)",
+    )
+    _workspace_option(settle)
+
+    discard = _command(
+        sub,
+        "discard",
+        "lifecycle_cmds:cmd_discard",
+        "discard an active child scope (its records stay; its worktree goes)",
+        trace="write",
+    )
+    discard.add_argument("scope", metavar="SCOPE", help="a scope id (scope:...)")
+    _workspace_option(discard)
+
+    restore = _command(
+        sub,
+        "restore",
+        "lifecycle_cmds:cmd_restore",
+        "restore a checkpoint onto its scope's workspace (once)",
+        trace="write",
+    )
+    restore.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint id")
+    restore.add_argument(
+        "--snapshot-to",
+        metavar="FILE",
+        help="write the checkpoint's snapshot (e.g. the conversation) to FILE",
+    )
+    _workspace_option(restore)
+
+
+def _cuts_and_history(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    cut = sub.add_parser("cut", help="publish or resolve a cut (a read address)")
+    _global_options(cut, top=False)
+    cut_sub = cut.add_subparsers(dest="action", metavar="ACTION", required=True)
+    publish = _command(
+        cut_sub,
+        "publish",
+        "trace_cmds:cmd_cut_publish",
+        "publish a cut: OWNER through RECORD_ID, named CUT_ID",
+        trace="write",
+    )
+    publish.add_argument("cut_id", metavar="CUT_ID")
+    publish.add_argument("owner", metavar="OWNER")
+    publish.add_argument("record_id", metavar="RECORD_ID", help="a record id or prefix")
+    publish.add_argument("--publisher", help="the owner path publishing the cut")
+    resolve = _command(
+        cut_sub,
+        "resolve",
+        "trace_cmds:cmd_cut_resolve",
+        "resolve a published cut to the records it addresses",
+    )
+    resolve.add_argument("frontier_id", metavar="CUT_ID")
+
+    history = _command(
+        sub,
+        "history",
+        "trace_cmds:cmd_history",
+        "the effective history of an execution: root, active children, facts",
+    )
+    history.add_argument(
+        "owner", metavar="OWNER|CUT_ID", help="an execution's owner path or a cut id"
+    )
+
+
+def _moving(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    export = _command(
+        sub,
+        "export",
+        "move_cmds:cmd_export",
+        "write the trace as JSON lines (stdout by default)",
+        legacy_db=True,
+    )
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    imp = _command(
+        sub,
+        "import",
+        "move_cmds:cmd_import",
+        "prove a JSON-lines export and load it into a new trace (--db)",
+        trace="create",
+    )
+    imp.add_argument("source", metavar="FILE", help="an export file ('-' for stdin)")
+    imp.add_argument("legacy_db", nargs="?", help=argparse.SUPPRESS)
+    from goatherd.cli.defaults import DEFAULT_MAX_LINE_BYTES
+
+    imp.add_argument(
+        "--max-line-bytes",
+        type=positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"refuse lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
+    )
+
+
+def _module_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--module",
+        action="append",
+        default=[],
+        metavar="PKG.MOD:NAME",
+        help="also run your projection (a Projection class, instance or factory)",
+    )
+
+
+def _serving(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    from goatherd.cli.defaults import DEFAULT_ADDR
+
+    ui = _command(
+        sub, "traceui", "serve_cmds:cmd_traceui", "serve the read-only trace UI"
+    )
+    ui.add_argument(
+        "--addr",
+        default=DEFAULT_ADDR,
+        help=f"HOST:PORT to bind (default {DEFAULT_ADDR})",
+    )
+    ui.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also accept this Host header (default: the bound address, localhost)",
+    )
+    ui.add_argument(
+        "--interval",
+        type=_seconds,
+        default=0.25,
+        metavar="SECONDS",
+        help="how often to look for commits of other processes (default 0.25)",
+    )
+    _module_option(ui)
+
+    proj = sub.add_parser(
+        "projections", help="list, catch up or rebuild the read models"
+    )
+    _global_options(proj, top=False)
+    proj_sub = proj.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = _command(
+        proj_sub,
+        "list",
+        "serve_cmds:cmd_projections_list",
+        "each read model's position and lag",
+        trace="write",
+    )
+    _module_option(listing)
+    catch_up = _command(
+        proj_sub,
+        "catch-up",
+        "serve_cmds:cmd_projections_catch_up",
+        "fold every new record into the views",
+        trace="write",
+    )
+    _module_option(catch_up)
+    rebuild = _command(
+        proj_sub,
+        "rebuild",
+        "serve_cmds:cmd_projections_rebuild",
+        "drop one read model and replay the log",
+        trace="write",
+    )
+    rebuild.add_argument("name", metavar="NAME", help="the read model's name")
+    _module_option(rebuild)
+
+
+def _mcp(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    from goatherd.cli import mcp_cmd
+
+    mcp = _command(
+        sub,
+        "mcp",
+        "mcp_cmd:cmd_mcp",
+        mcp_cmd.HELP,
+        trace="optional",
+        description=mcp_cmd.DESCRIPTION,
+    )
+    mcp_cmd.add_options(mcp)
