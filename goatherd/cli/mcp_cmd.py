@@ -25,86 +25,14 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "DESCRIPTION",
-    "HELP",
-    "add_options",
     "cmd_mcp",
     "default_trace",
     "default_worktrees",
-    "register",
     "repository_top",
 ]
 
 _DB_ENV = "GOATHERD_DB"
 _EXTRA = "goatherd mcp needs the mcp extra: pip install 'goatherd[mcp]'"
-
-
-HELP = "serve isolated, audited environments of a repository to an MCP agent"
-DESCRIPTION = (
-    "Serve the Model Context Protocol over stdio (or streamable HTTP on"
-    " loopback): an agent opens environments (worktrees forked from the"
-    " repository), runs confined commands, edits files, checkpoints and"
-    " proposes; every call is recorded in the trace and judged by the"
-    " supervisor; a human settles the proposals with goatherd settle. The"
-    " trace is --db, else $GOATHERD_DB, else goatherd/trace.sqlite in the"
-    " repository's git directory."
-)
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register the mcp subcommand with its own ``--db``."""
-    mcp = sub.add_parser("mcp", help=HELP, description=DESCRIPTION)
-    mcp.add_argument(
-        "--db",
-        default=None,
-        metavar="TRACE",
-        help=(
-            f"the trace: a path or an SQLAlchemy URL (default ${_DB_ENV}, else"
-            " goatherd/trace.sqlite in the repository's git directory)"
-        ),
-    )
-    add_options(mcp)
-    mcp.set_defaults(func=cmd_mcp)
-
-
-def add_options(mcp: argparse.ArgumentParser) -> None:
-    """Add the options of ``goatherd mcp`` but the trace's (``--db``)."""
-    mcp.add_argument(
-        "--repo", default=".", help="the git repository (default: the current one)"
-    )
-    mcp.add_argument(
-        "--worktrees",
-        default=None,
-        metavar="DIR",
-        help="where environments' worktrees go (default under ~/.local/state/goatherd)",
-    )
-    mcp.add_argument(
-        "--http",
-        default=None,
-        metavar="[HOST:]PORT",
-        help="serve streamable HTTP on this loopback address instead of stdio",
-    )
-    mcp.add_argument(
-        "--network",
-        choices=("allow", "deny"),
-        default="allow",
-        help="deny: commands may not open TCP connections (Landlock ABI 4+)",
-    )
-    mcp.add_argument(
-        "--accept-gap",
-        action="append",
-        default=[],
-        metavar="GAP",
-        help="accept a Landlock guarantee an old kernel lacks (truncate, signals)",
-    )
-    mcp.add_argument(
-        "--timeout",
-        type=float,
-        default=120.0,
-        metavar="SECONDS",
-        help="a command's timeout when the agent names none (default 120)",
-    )
-    mcp.add_argument("--crash-after", type=int, default=0, help=argparse.SUPPRESS)
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -1,15 +1,11 @@
 """The human side: the ``goatherd`` command line in its own process.
 
-Each helper uses the command a user types (``goatherd scopes``, ``diff``,
-``settle``). Where this build's command line does not have it yet, it falls
-back to what the command does: ``goatherd recover`` lists the same scope tree,
-and the diff and the settle go through a fresh runtime's manager (another
-process's view of the same trace, the same commands and checks).
+Each helper runs the command a user types (``goatherd scopes``, ``diff``,
+``settle``) in a new process.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -17,8 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-from returns.result import Failure
 
 from goatherd.application import Sandbox, ScopeManager
 from goatherd.infrastructure import open_runtime, scope_manager_for
@@ -36,44 +30,25 @@ def goatherd(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@functools.cache
-def has_command(name: str) -> bool:
-    """Whether this build's command line has ``name``."""
-    return goatherd(name, "--help").returncode == 0
-
-
 def scopes(db: str) -> dict[str, Any]:
-    """The scope tree with outputs and checkpoints, as the command line prints it."""
-    if has_command("scopes"):
-        done = goatherd("scopes", "--db", db, "--json")
-    else:
-        done = goatherd("recover", db, "--json")
+    """The scope tree with outputs and checkpoints, as ``goatherd scopes`` has it."""
+    done = goatherd("scopes", "--db", db, "--json")
     assert done.returncode == 0, done.stderr
     listed: dict[str, Any] = json.loads(done.stdout)
     return listed
 
 
-def diff(db: str, repo: Path, output: str) -> str:
+def diff(db: str, output: str) -> str:
     """What ``output`` changes, as ``goatherd diff OUTPUT`` prints it."""
-    if has_command("diff"):
-        done = goatherd("diff", output, "--db", db)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-    with manager_for(db, repo) as manager:
-        found = manager.output(output)
-        assert found is not None, output
-        return found.diff
+    done = goatherd("diff", output, "--db", db)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
-def settle(db: str, repo: Path, output: str, action: str) -> str:
+def settle(db: str, output: str, action: str) -> str:
     """Settle ``output`` as a human would; return ``""`` or the one-line error."""
-    if has_command("settle"):
-        done = goatherd("settle", output, action, "--db", db)
-        return "" if done.returncode == 0 else done.stderr.strip()
-    with manager_for(db, repo) as manager:
-        verb = {"select": "selected", "apply": "applied", "discard": "discarded"}
-        result = manager.settle(output, verb.get(action, action))
-        return str(result.failure()) if isinstance(result, Failure) else ""
+    done = goatherd("settle", output, action, "--db", db)
+    return "" if done.returncode == 0 else done.stderr.strip()
 
 
 @contextmanager

@@ -119,10 +119,10 @@ def test_two_agents_work_propose_and_a_human_settles(
     _human_sees_the_proposals(db, project, outcome)
     # ...selects one (a fast-forward), cannot select its sibling onto the
     # moved repository, and discards it: its worktree goes.
-    assert settle(db, project, outcome.alice_output, "select") == ""
-    refused = settle(db, project, outcome.bob_output, "select")
+    assert settle(db, outcome.alice_output, "select") == ""
+    refused = settle(db, outcome.bob_output, "select")
     assert "moved" in refused, refused
-    assert settle(db, project, outcome.bob_output, "discard") == ""
+    assert settle(db, outcome.bob_output, "discard") == ""
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert not (project / "NOTES.md").exists()
     assert not (project / "scratch.txt").exists()
@@ -130,7 +130,7 @@ def test_two_agents_work_propose_and_a_human_settles(
     assert not (worktrees / alice.environment).exists()
     worktree_list = git(project, "worktree", "list", "--porcelain")
     assert str(worktrees) not in worktree_list
-    again = settle(db, project, outcome.bob_output, "select")
+    again = settle(db, outcome.bob_output, "select")
     assert again, "an output settles exactly once"
 
     verified = goatherd("verify", db)
@@ -155,8 +155,8 @@ def _human_sees_the_proposals(db: str, project: Path, outcome: _Session) -> None
             (output, "unconsumed")
         ]
     assert [c["scope_id"] for c in listed["checkpoints"]] == [alice_scope]
-    assert "+    return a + b" in diff(db, project, outcome.alice_output)
-    bobs = diff(db, project, outcome.bob_output)
+    assert "+    return a + b" in diff(db, outcome.alice_output)
+    bobs = diff(db, outcome.bob_output)
     assert "+add is commutative" in bobs
     assert "+    return b + a" in bobs
 

@@ -28,7 +28,6 @@ from mcp import StdioServerParameters
 from goatherd.integrations.mcp import WorkspaceTools
 from tests.mcp.agents import agent
 from tests.mcp.conftest import ToolsFactory, needs_landlock
-from tests.mcp.human import has_command
 
 pytestmark = [needs_landlock, pytest.mark.integration]
 
@@ -116,8 +115,6 @@ def _proposals(make_tools: ToolsFactory, db: str) -> tuple[WorkspaceTools, list[
 def test_the_readme_walk_through_runs(
     make_tools: ToolsFactory, project: Path, tmp_path: Path
 ) -> None:
-    if not has_command("scopes"):
-        pytest.skip("this command line has no lifecycle commands (goatherd scopes)")
     (project / ".git" / "goatherd").mkdir()
     db = str(project / ".git" / "goatherd" / "trace.sqlite")
     agent_tools, outputs = _proposals(make_tools, db)

@@ -139,10 +139,10 @@ def test_a_server_killed_at_every_write_boundary_recovers(
     output = ""
     for after in range(1 + chunk, session_entries + 1, CHUNKS):
         if output:  # the previous round's proposal: the human turns it down
-            assert settle(db, project, output, "discard") == ""
+            assert settle(db, output, "discard") == ""
         crashed = _crashing_run(project, db, worktrees, after)
         assert crashed, f"the server outlived {after} entries"
         output = _restarted_run(project, db, worktrees)
-    assert settle(db, project, output, "select") == ""
+    assert settle(db, output, "select") == ""
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     _check(project, db, worktrees)
