@@ -91,6 +91,9 @@ class ExecRequest:
         env: variables layered over the spec's and the process environment.
         timeout: seconds before the command is killed (``None``: the default).
         stdin: bytes fed to standard input.
+        output_limit: keep at most this many bytes of each of stdout and
+            stderr, the first half and the last half; the bytes between are
+            read and counted, never held (``None``: keep everything).
     """
 
     command: str
@@ -99,6 +102,7 @@ class ExecRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
     stdin: bytes = b""
+    output_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +114,17 @@ class ExecResult:
         stdout: captured standard output.
         stderr: captured standard error.
         duration: wall time in seconds.
+        stdout_dropped: bytes cut from the middle of stdout by the request's
+            ``output_limit`` (they followed its first ``output_limit // 2``).
+        stderr_dropped: the same for stderr.
     """
 
     exit_code: int
     stdout: bytes = b""
     stderr: bytes = b""
     duration: float = 0.0
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
 
 
 class NetworkMode(enum.StrEnum):

@@ -63,7 +63,7 @@ def _resolve_trace(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         return
     if db is None:
         db = os.environ.get(DB_ENV) or None
-    if db is None:
+    if db is None and args.trace != "optional":  # mcp: a trace in the repository
         parser.error(f"no trace named: pass --db DB or set {DB_ENV}")
     args.db = db
 

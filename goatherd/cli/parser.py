@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cuts_and_history(sub)
     _moving(sub)
     _serving(sub)
+    _mcp(sub)
     return parser
 
 
@@ -479,3 +480,58 @@ def _serving(sub: Subparsers[argparse.ArgumentParser]) -> None:
     )
     rebuild.add_argument("name", metavar="NAME", help="the read model's name")
     _module_option(rebuild)
+
+
+def _mcp(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    mcp = _command(
+        sub,
+        "mcp",
+        "mcp_cmd:cmd_mcp",
+        "serve isolated, audited environments of a repository to an MCP agent",
+        trace="optional",
+        description=(
+            "Serve the Model Context Protocol over stdio (or streamable HTTP on"
+            " loopback): an agent opens environments (worktrees forked from the"
+            " repository), runs confined commands, edits files, checkpoints and"
+            " proposes; every call is recorded in the trace and judged by the"
+            " supervisor; a human settles the proposals with goatherd settle. The"
+            " trace is --db, else $GOATHERD_DB, else goatherd/trace.sqlite in the"
+            " repository's git directory. Needs goatherd[mcp]."
+        ),
+    )
+    mcp.add_argument(
+        "--repo", default=".", help="the git repository (default: the current one)"
+    )
+    mcp.add_argument(
+        "--worktrees",
+        default=None,
+        metavar="DIR",
+        help="where environments' worktrees go (default under ~/.local/state/goatherd)",
+    )
+    mcp.add_argument(
+        "--http",
+        default=None,
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP on this loopback address instead of stdio",
+    )
+    mcp.add_argument(
+        "--network",
+        choices=("allow", "deny"),
+        default="allow",
+        help="deny: commands may not open TCP connections (Landlock ABI 4+)",
+    )
+    mcp.add_argument(
+        "--accept-gap",
+        action="append",
+        default=[],
+        metavar="GAP",
+        help="accept a Landlock guarantee an old kernel lacks (truncate, signals)",
+    )
+    mcp.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="a command's timeout when the agent names none (default 120)",
+    )
+    mcp.add_argument("--crash-after", type=int, default=0, help=argparse.SUPPRESS)

@@ -32,10 +32,46 @@ class Pumped(enum.Enum):
     ORPHANED = "orphaned"  # the launcher ended; something still holds its pipes
 
 
+class _Kept:
+    """What is kept of one output stream: all of it, or its head and its tail.
+
+    With a limit, the first ``limit // 2`` bytes are kept, then the latest
+    ``limit - limit // 2``; the bytes between are counted in ``dropped``.
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        self._limit = limit
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        if self._limit is None:
+            self._head += chunk
+            return
+        room = self._limit // 2 - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        self._tail += chunk
+        excess = len(self._tail) - (self._limit - self._limit // 2)
+        if excess > 0:
+            del self._tail[:excess]
+            self.dropped += excess
+
+    def data(self) -> bytes:
+        return bytes(self._head + self._tail)
+
+
 class Exchange:
     """The host's side of one launcher's stdin, stdout and stderr."""
 
-    def __init__(self, process: subprocess.Popen[bytes], stdin: bytes) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        stdin: bytes,
+        output_limit: int | None = None,
+    ) -> None:
         stdin_pipe, stdout, stderr = process.stdin, process.stdout, process.stderr
         assert stdin_pipe is not None
         assert stdout is not None
@@ -45,9 +81,9 @@ class Exchange:
         self._pidfd = os.pidfd_open(process.pid)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._pidfd, selectors.EVENT_READ)
-        self._chunks: dict[int, list[bytes]] = {}
+        self._chunks: dict[int, _Kept] = {}
         for fd in (self._out, self._err):
-            self._chunks[fd] = []
+            self._chunks[fd] = _Kept(output_limit)
             self._selector.register(fd, selectors.EVENT_READ)
         self._input = memoryview(stdin)
         self._reading = set(self._chunks)
@@ -58,8 +94,12 @@ class Exchange:
             stdin_pipe.close()
 
     def output(self) -> tuple[bytes, bytes]:
-        """Return what was read from stdout and stderr so far."""
-        return b"".join(self._chunks[self._out]), b"".join(self._chunks[self._err])
+        """Return what was kept of stdout and stderr so far."""
+        return self._chunks[self._out].data(), self._chunks[self._err].data()
+
+    def dropped(self) -> tuple[int, int]:
+        """Return how many bytes of stdout and stderr the limit dropped."""
+        return self._chunks[self._out].dropped, self._chunks[self._err].dropped
 
     def pump(self, deadline: float) -> Pumped:
         """Move data until the pipes are closed and the launcher has ended.
@@ -91,7 +131,7 @@ class Exchange:
     def _read(self, fd: int) -> None:
         chunk = os.read(fd, _CHUNK)
         if chunk:
-            self._chunks[fd].append(chunk)
+            self._chunks[fd].add(chunk)
         else:
             self._selector.unregister(fd)
             self._reading.discard(fd)

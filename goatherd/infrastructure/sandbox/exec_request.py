@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from goatherd.application.errors import InvalidExecRequestError
 from goatherd.application.ports import ExecRequest
 
-__all__ = ["checked_request"]
+__all__ = ["checked_output_limit", "checked_request"]
 
 
 def _text(value: object, what: str, *, empty: bool = True) -> str:
@@ -84,3 +84,19 @@ def checked_request(
         )
     timeout = _checked_timeout(request.timeout, default_timeout)
     return argv, _checked_env(request.env), timeout
+
+
+def checked_output_limit(limit: object) -> int | None:
+    """Return a request's ``output_limit``, checked (``None``: unbounded).
+
+    Raises:
+        InvalidExecRequestError: the limit is not a whole number of at least 2
+            (one byte of each end).
+    """
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
+        raise InvalidExecRequestError(
+            f"exec request: output_limit must be a whole number >= 2, got {limit!r}"
+        )
+    return limit

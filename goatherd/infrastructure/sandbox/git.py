@@ -16,10 +16,13 @@ its current state (``ExecPlacement.JAIL``). The backend self-registers as
 from __future__ import annotations
 
 import enum
+import fcntl
 import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -246,14 +249,16 @@ class GitSandbox:
                 f"git sandbox: worktree path {target} lies inside the repository "
                 f"{self._repo}; its captures would swallow the worktree"
             )
-        repo_git.run("worktree", "prune")
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise SandboxError(
-                f"git sandbox: worktree path {target} already exists and is not empty "
-                "(another scope's worktree or user data); refusing to reuse it"
-            )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        repo_git.run("worktree", "add", "--detach", str(target), head)
+        with _worktree_admin(self._repo, repo_git):
+            repo_git.run("worktree", "prune")
+            if target.exists() and (not target.is_dir() or any(target.iterdir())):
+                raise SandboxError(
+                    f"git sandbox: worktree path {target} already exists and is not"
+                    " empty (another scope's worktree or user data); refusing to"
+                    " reuse it"
+                )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            repo_git.run("worktree", "add", "--detach", str(target), head)
 
     def destroy(self) -> None:
         """Remove the worktree (in place: nothing). Idempotent.
@@ -269,6 +274,11 @@ class GitSandbox:
 
     def _remove_worktree(self, target: Path) -> None:
         repo_git = GitRunner(self._repo)
+        with _worktree_admin(self._repo, repo_git):
+            self._remove_worktree_locked(repo_git, target)
+
+    @staticmethod
+    def _remove_worktree_locked(repo_git: GitRunner, target: Path) -> None:
         if target.exists():
             try:
                 repo_git.run("worktree", "remove", "--force", str(target))
@@ -384,7 +394,13 @@ class GitSandbox:
         env = {**self._spec.env, **request.env}
         timeout = request.timeout or self._spec.timeout or DEFAULT_EXEC_TIMEOUT_SECONDS
         confined = ExecRequest(
-            request.command, request.args, str(cwd), env, timeout, request.stdin
+            request.command,
+            request.args,
+            str(cwd),
+            env,
+            timeout,
+            request.stdin,
+            request.output_limit,
         )
         roots = (str(top), *self._extra_roots)
         return backend.run(confined, writable_roots=roots, cwd=str(cwd))
@@ -443,6 +459,33 @@ def _config(
     return GitSandboxConfig(
         repo_path, worktree_path, option.backend, exec_placement=option.placement
     )
+
+
+@contextmanager
+def _worktree_admin(repo: Path, repo_git: GitRunner) -> Iterator[None]:
+    """Hold the repository's worktree lock, across processes, while inside.
+
+    ``git worktree add``, ``remove`` and ``prune`` are not safe against each
+    other: a prune (or another add) that runs while an add has made the new
+    worktree's administrative directory but not yet filled it removes that
+    directory or fails reading it, and the add fails. Every worktree change a
+    git sandbox makes takes an exclusive ``flock`` on
+    ``goatherd-worktrees.lock`` in the repository's common git directory; the
+    kernel releases it when the holder dies.
+    """
+    dot_git = repo / ".git"
+    if dot_git.is_dir():
+        common = dot_git
+    else:
+        common = Path(
+            repo_git.text("rev-parse", "--path-format=absolute", "--git-common-dir")
+        )
+    fd = os.open(common / "goatherd-worktrees.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def new_local_git_sandbox(

@@ -34,7 +34,10 @@ from goatherd.application.errors import (
     SandboxError,
 )
 from goatherd.application.ports import ExecRequest, ExecResult, NetworkMode
-from goatherd.infrastructure.sandbox.exec_request import checked_request
+from goatherd.infrastructure.sandbox.exec_request import (
+    checked_output_limit,
+    checked_request,
+)
 from goatherd.infrastructure.sandbox.launch import landlock_sys, seccomp
 from goatherd.infrastructure.sandbox.process_control import (
     ProcessControl,
@@ -225,6 +228,7 @@ class LandlockBackend:
         """
         abi = self._checked_abi()
         argv, env, timeout = checked_request(request, _DEFAULT_TIMEOUT)
+        limit = checked_output_limit(request.output_limit)
         config = {
             "argv": argv,
             "env": {**os.environ, **env},
@@ -236,7 +240,7 @@ class LandlockBackend:
         }
         tree = open_exec_tree(self.process_control)
         try:
-            return run_supervised(config, request.stdin, timeout, tree)
+            return run_supervised(config, request.stdin, timeout, tree, limit)
         finally:
             tree.close()
 

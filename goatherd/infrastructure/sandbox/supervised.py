@@ -153,9 +153,16 @@ def _outcome(reports: list[dict[str, object]], returncode: int, err: bytes) -> i
 
 
 def run_supervised(
-    config: dict[str, object], stdin: bytes, timeout: float, tree: ExecTree
+    config: dict[str, object],
+    stdin: bytes,
+    timeout: float,
+    tree: ExecTree,
+    output_limit: int | None = None,
 ) -> ExecResult:
     """Run the command ``config`` describes below the launcher.
+
+    ``output_limit`` bounds what is kept of each output stream (its head and
+    tail; see ``ExecRequest.output_limit``).
 
     Raises:
         ExecTimeoutError: the command outran ``timeout``; its tree was killed.
@@ -166,7 +173,7 @@ def run_supervised(
     command = str(config["argv"][0])  # type: ignore[index]
     process, pipes = _spawn()
     try:
-        io = Exchange(process, stdin)
+        io = Exchange(process, stdin, output_limit)
     except BaseException:
         pipes.close()  # the launcher sees no request and ends
         process.kill()
@@ -190,7 +197,8 @@ def run_supervised(
         duration = time.monotonic() - started
         out, err = io.output()
         code = _outcome(_reports(pipes.status), process.returncode, err)
-        return ExecResult(code, out, err, duration)
+        dropped_out, dropped_err = io.dropped()
+        return ExecResult(code, out, err, duration, dropped_out, dropped_err)
     finally:
         if process.poll() is None:
             _stop(process, pipes, tree, io)

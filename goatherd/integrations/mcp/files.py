@@ -1,0 +1,386 @@
+"""Reading, writing, editing and listing files inside one worktree, and nowhere else.
+
+A path is relative to the worktree. It is checked lexically and resolved
+(symlinks that stay inside are followed, one that leads outside is refused)
+before anything is opened; then every component of the resolved path is
+opened with ``O_NOFOLLOW`` relative to the directory before it, so a symlink
+swapped in after the check fails the call instead of leading outside. Writes
+go to a new file beside the target, then replace it, so a reader never sees
+half a file. The repository's ``.git`` entries are refused: the worktree's
+history is the runtime's, not the agent's.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from goatherd.application import WorkspaceEscapeError
+from goatherd.infrastructure.sandbox.paths import resolve_inside
+from goatherd.integrations.mcp.errors import ToolInputError
+
+__all__ = [
+    "FileEntry",
+    "FileListing",
+    "MAX_EDIT_BYTES",
+    "MAX_LIST_ENTRIES",
+    "MAX_READ_BYTES",
+    "MAX_WRITE_BYTES",
+    "TextRead",
+    "WorkspaceFiles",
+    "shown_name",
+]
+
+MAX_READ_BYTES: Final = 256 * 1024
+"""The most text one ``read_file`` returns (whole lines; ask again for more)."""
+MAX_WRITE_BYTES: Final = 4 * 1024 * 1024
+"""The largest content ``write_file`` accepts (UTF-8 bytes)."""
+MAX_EDIT_BYTES: Final = 8 * 1024 * 1024
+"""The largest file ``edit_file`` rewrites."""
+MAX_LIST_ENTRIES: Final = 2000
+"""The most entries one ``list_files`` returns."""
+
+_DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SNIFF: Final = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class TextRead:
+    """Lines of a text file.
+
+    Attributes:
+        text: the lines returned, newlines kept.
+        first_line: the 1-based number of the first line returned.
+        last_line: the number of the last line returned (``first_line - 1``
+            when none was).
+        total_lines: how many lines the file has.
+        size: the file's size in bytes.
+    """
+
+    text: str
+    first_line: int
+    last_line: int
+    total_lines: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One listed entry: a path relative to the worktree, its kind and size."""
+
+    path: str
+    kind: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileListing:
+    """Listed entries, in path order; ``truncated`` when the cap was reached."""
+
+    entries: tuple[FileEntry, ...]
+    truncated: bool
+
+
+class WorkspaceFiles:
+    """File operations confined to one worktree directory."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        """Work in ``root`` (the worktree)."""
+        self._root = Path(root)
+
+    # ------------------------------------------------------------ paths
+
+    def _relative(self, path: str, *, allow_root: bool = False) -> list[str]:
+        """Return the resolved path's components below the root, or refuse."""
+        if not isinstance(path, str):
+            raise ToolInputError(f"path must be a string, got {type(path).__name__}")
+        _no_git(path, path)
+        try:
+            full = resolve_inside(self._root, path, allow_root=allow_root)
+        except WorkspaceEscapeError as error:
+            raise ToolInputError(str(error)) from None
+        real_root = os.path.realpath(self._root)
+        relative = os.path.relpath(os.path.realpath(full), real_root)
+        parts = [] if relative == "." else relative.split(os.sep)
+        _no_git(path, "/".join(parts))
+        if not parts and not allow_root:
+            raise ToolInputError(f"path {path!r} names the worktree itself, not a file")
+        return parts
+
+    @contextmanager
+    def _directory(self, parts: list[str], *, create: bool) -> Iterator[int]:
+        """Yield a descriptor of the directory ``parts`` names (no symlinks)."""
+        fd = os.open(self._root, _DIRECTORY)
+        try:
+            for part in parts:
+                try:
+                    child = os.open(part, _DIRECTORY, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                    child = os.open(part, _DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            yield fd
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------ read
+
+    def read_text(self, path: str, first_line: int, max_lines: int) -> TextRead:
+        """Return up to ``max_lines`` lines from ``first_line`` (1-based).
+
+        At most :data:`MAX_READ_BYTES` are returned, in whole lines (a single
+        longer line is cut).
+        """
+        data = self._read_bytes(path, limit=None)
+        text = _decoded(path, data)
+        lines = text.splitlines(keepends=True)
+        start = first_line - 1
+        if start > len(lines) and lines:
+            raise ToolInputError(
+                f"{_named(path)} has {len(lines)} lines; start_line {first_line}"
+                " is past its end"
+            )
+        chosen: list[str] = []
+        used = 0
+        for line in lines[start : start + max_lines]:
+            size = len(line.encode("utf-8"))
+            if used + size > MAX_READ_BYTES:
+                if not chosen:
+                    chosen.append(_cut(line, MAX_READ_BYTES))
+                break
+            chosen.append(line)
+            used += size
+        return TextRead(
+            "".join(chosen), first_line, start + len(chosen), len(lines), len(data)
+        )
+
+    def _read_bytes(self, path: str, *, limit: int | None) -> bytes:
+        parts = self._relative(path)
+        with self._opened(path, parts) as fd:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolInputError(f"{_named(path)} is not a regular file")
+            if limit is not None and info.st_size > limit:
+                raise ToolInputError(
+                    f"{_named(path)} is {info.st_size} bytes; files over {limit} bytes"
+                    " cannot be edited with this tool"
+                )
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    @contextmanager
+    def _opened(self, path: str, parts: list[str]) -> Iterator[int]:
+        try:
+            with self._directory(parts[:-1], create=False) as parent:
+                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent)
+        except FileNotFoundError:
+            raise ToolInputError(f"{_named(path)} does not exist") from None
+        except NotADirectoryError:
+            raise ToolInputError(
+                f"{_named(path)}: a parent is not a directory, or is a symlink"
+                " (not followed)"
+            ) from None
+        except OSError as error:
+            raise ToolInputError(_os_message(path, error)) from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------ write
+
+    def write_text(self, path: str, content: str) -> tuple[int, bool]:
+        """Write ``content`` (UTF-8) to ``path``; return its size and whether it is new.
+
+        Missing parent directories are created; an existing file keeps its
+        mode (an executable stays executable).
+        """
+        data = content.encode("utf-8")
+        if len(data) > MAX_WRITE_BYTES:
+            raise ToolInputError(
+                f"content is {len(data)} bytes; write_file takes at most"
+                f" {MAX_WRITE_BYTES}"
+            )
+        parts = self._relative(path)
+        created = self._replace(path, parts, data, create_parents=True)
+        return len(data), created
+
+    def edit_text(self, path: str, old: str, new: str, replace_all: bool) -> int:
+        """Replace ``old`` by ``new`` in ``path``; return how many were replaced."""
+        if not old:
+            raise ToolInputError("old_text is empty; use write_file to write a file")
+        if old == new:
+            raise ToolInputError("old_text and new_text are the same")
+        text = _decoded(path, self._read_bytes(path, limit=MAX_EDIT_BYTES))
+        count = text.count(old)
+        if count == 0:
+            raise ToolInputError(f"old_text does not occur in {_named(path)}")
+        if count > 1 and not replace_all:
+            raise ToolInputError(
+                f"old_text occurs {count} times in {_named(path)}; include more context"
+                " to make it unique, or pass replace_all"
+            )
+        edited = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        data = edited.encode("utf-8")
+        if len(data) > MAX_EDIT_BYTES:
+            raise ToolInputError(
+                f"the edit would make {_named(path)} {len(data)} bytes, over"
+                f" {MAX_EDIT_BYTES}"
+            )
+        self._replace(path, self._relative(path), data, create_parents=False)
+        return count if replace_all else 1
+
+    def _replace(
+        self, path: str, parts: list[str], data: bytes, *, create_parents: bool
+    ) -> bool:
+        name = parts[-1]
+        try:
+            with self._directory(parts[:-1], create=create_parents) as parent:
+                return _replace_in(parent, name, path, data)
+        except FileNotFoundError:
+            raise ToolInputError(
+                f"{_named(path)}: its directory does not exist"
+            ) from None
+        except NotADirectoryError:
+            raise ToolInputError(
+                f"{_named(path)}: a parent is not a directory, or is a symlink"
+                " (not followed)"
+            ) from None
+        except OSError as error:
+            raise ToolInputError(_os_message(path, error)) from None
+
+    # ------------------------------------------------------------ list
+
+    def list_entries(self, path: str, recursive: bool) -> FileListing:
+        """List a directory (``""``: the worktree), ``.git`` left out."""
+        parts = self._relative(path, allow_root=True)
+        prefix = "/".join(parts)
+        entries: list[FileEntry] = []
+        try:
+            with self._directory(parts, create=False) as fd:
+                truncated = _walk(fd, prefix, recursive, entries)
+        except FileNotFoundError:
+            raise ToolInputError(f"{_named(path or '.')} does not exist") from None
+        except NotADirectoryError:
+            raise ToolInputError(f"{_named(path)} is not a directory") from None
+        except OSError as error:
+            raise ToolInputError(_os_message(path, error)) from None
+        return FileListing(tuple(entries), truncated)
+
+
+def _replace_in(parent: int, name: str, path: str, data: bytes) -> bool:
+    try:
+        existing = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        kind = "a symlink" if stat.S_ISLNK(existing.st_mode) else "not a regular file"
+        raise ToolInputError(f"{_named(path)} is {kind}; it is not replaced")
+    mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
+    temporary = f".{name}.goatherd-{os.getpid()}-{os.urandom(4).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, mode, dir_fd=parent)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=parent)
+        raise
+    return existing is None
+
+
+def _named(path: str) -> str:
+    """Return ``path`` for a one-line message: as a literal when it is not plain."""
+    return path if path.isprintable() else repr(path)
+
+
+def shown_name(name: str) -> str:
+    r"""Return a file name as valid text: bytes that are not UTF-8 as ``\xNN``.
+
+    Names come from the file system decoded with ``surrogateescape``; a name
+    that is not UTF-8 then holds lone surrogates, which neither the trace nor
+    JSON accepts.
+    """
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _walk(fd: int, prefix: str, recursive: bool, out: list[FileEntry]) -> bool:
+    """Append the directory's entries (depth first, sorted); True when capped."""
+    with os.scandir(fd) as scan:
+        found = sorted(scan, key=lambda entry: entry.name)
+    for entry in found:
+        if entry.name == ".git":
+            continue
+        if len(out) >= MAX_LIST_ENTRIES:
+            return True
+        name = shown_name(entry.name)
+        relative = f"{prefix}/{name}" if prefix else name
+        info = entry.stat(follow_symlinks=False)
+        kind = _kind(info.st_mode)
+        out.append(FileEntry(relative, kind, info.st_size if kind == "file" else 0))
+        if recursive and kind == "directory":
+            child = os.open(entry.name, _DIRECTORY, dir_fd=fd)
+            try:
+                if _walk(child, relative, recursive, out):
+                    return True
+            finally:
+                os.close(child)
+    return False
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def _no_git(path: str, candidate: str) -> None:
+    if ".git" in candidate.replace("\\", "/").split("/"):
+        raise ToolInputError(f"path {path!r} is inside .git, which is not the agent's")
+
+
+def _decoded(path: str, data: bytes) -> str:
+    if b"\0" in data[:_SNIFF]:
+        raise ToolInputError(f"{_named(path)} is a binary file ({len(data)} bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ToolInputError(
+            f"{_named(path)} is not UTF-8 text (byte {error.start}); it is not shown"
+        ) from None
+
+
+def _cut(line: str, limit: int) -> str:
+    return line.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+
+
+def _os_message(path: str, error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return f"{_named(path)}: a symlink was swapped in on the way; not followed"
+    if error.errno == errno.EISDIR:
+        return f"{_named(path)} is a directory"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return f"{_named(path)}: permission denied"
+    return f"{_named(path)}: {error.strerror or error}"

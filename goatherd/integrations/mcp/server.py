@@ -1,0 +1,342 @@
+"""The MCP server: the tools and resources on the official SDK, over stdio or HTTP.
+
+:func:`build_server` binds :class:`~goatherd.integrations.mcp.tools.WorkspaceTools`
+to an SDK ``MCPServer``: typed tool signatures (the JSON schemas agents see),
+results as text plus structured content, refusals as tool errors (one line),
+and arguments that do not fit the schema refused in one line naming the
+field, before anything runs or is recorded. :func:`serve` runs it over stdio
+(what MCP clients start) or streamable HTTP on a loopback address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, Final
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import CallToolResult, ContentBlock, TextContent
+from pydantic import Field, ValidationError
+
+from goatherd.integrations.mcp.errors import ToolRefusedError
+from goatherd.integrations.mcp.tools import ToolReply, WorkspaceTools
+
+__all__ = ["INSTRUCTIONS", "build_server", "require_loopback", "serve", "serve_http"]
+
+INSTRUCTIONS: Final = """\
+goatherd gives you an isolated, reversible environment in this git repository:
+a worktree of your own, forked from the repository. Every call you make is
+recorded in an audited trace, and a supervisor judges each one.
+
+1. open_environment (or resume one by its id) and keep its environment_id.
+2. Work only through these tools: run (a shell command, confined to the
+   worktree, with a timeout), read_file, write_file, edit_file, list_files.
+3. checkpoint before a risky step (pass your conversation so far if you want
+   it back); restore rolls the worktree back, once per checkpoint.
+4. diff shows your changes against the base; propose seals them for a human,
+   who selects, applies or discards them. You never change the repository
+   itself.
+A call the supervisor denies returns an error naming the rule; guidance it
+sends arrives with your next result."""
+
+_ENV_ID = "the environment's id (from open_environment, e.g. env-1a2b3c4d)"
+
+
+def _reply(reply: ToolReply) -> CallToolResult:
+    content: list[ContentBlock] = [TextContent(type="text", text=reply.text)]
+    data: dict[str, Any] = dict(reply.data)
+    if reply.guidance:
+        lines = "\n".join(f"- {text}" for text in reply.guidance)
+        content.append(TextContent(type="text", text=f"Supervisor guidance:\n{lines}"))
+        data["guidance"] = list(reply.guidance)
+    return CallToolResult(
+        content=content, structured_content=data, is_error=reply.is_error
+    )
+
+
+def _safe(call: Callable[[], ToolReply]) -> CallToolResult:
+    try:
+        return _reply(call())
+    except ToolRefusedError as error:
+        return _reply(ToolReply(str(error), {"error": str(error)}, True))
+
+
+def _validation_message(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False, include_input=False):
+        field = ".".join(str(part) for part in item["loc"]) or "arguments"
+        if item["type"] == "missing":
+            problems.append(f"missing argument {field!r}")
+        else:
+            problems.append(f"{field}: {item['msg']}")
+    return "; ".join(problems)
+
+
+class _Server(MCPServer[Any]):
+    """An ``MCPServer`` whose argument errors are one line naming the field."""
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: Context[Any, Any] | None = None,
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            cause = error.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(
+                    f"{name}: bad arguments: {_validation_message(cause)}"
+                ) from None
+            raise
+
+
+def _client(ctx: Context[Any, Any]) -> dict[str, str]:
+    try:
+        params = ctx.session.client_params
+    except (AttributeError, ValueError, RuntimeError):
+        return {}
+    info = getattr(params, "client_info", None)
+    if info is None:
+        return {}
+    return {"name": str(info.name)[:200], "version": str(info.version)[:200]}
+
+
+def build_server(tools: WorkspaceTools, *, version: str = "") -> MCPServer[Any]:
+    """Return the MCP server that serves ``tools``."""
+    server = _Server(
+        "goatherd", instructions=INSTRUCTIONS, version=version, log_level="WARNING"
+    )
+    _environment_tools(server, tools)
+    _file_tools(server, tools)
+    _lifecycle_tools(server, tools)
+    _resources(server, tools)
+    return server
+
+
+EnvId = Annotated[str, Field(description=_ENV_ID, max_length=256)]
+Path = Annotated[str, Field(description="a path relative to the worktree root")]
+
+
+def _environment_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
+    @server.tool()
+    def open_environment(
+        ctx: Context[Any, Any],
+        name: Annotated[
+            str,
+            Field(description="a short name for a new environment", max_length=256),
+        ] = "",
+        environment_id: Annotated[
+            str,
+            Field(description="resume this environment instead", max_length=256),
+        ] = "",
+    ) -> CallToolResult:
+        """Open a new environment (a worktree forked from the repository), or resume."""
+        return _safe(
+            lambda: tools.open_environment(
+                name or None, environment_id or None, _client(ctx)
+            )
+        )
+
+    @server.tool()
+    def list_environments() -> CallToolResult:
+        """List this repository's environments, their states and proposed outputs."""
+        return _safe(tools.list_environments)
+
+    @server.tool()
+    def run(
+        environment_id: EnvId,
+        command: Annotated[
+            str, Field(description="a shell command (/bin/sh -c)", max_length=65536)
+        ],
+        cwd: Annotated[
+            str, Field(description="working directory relative to the worktree")
+        ] = "",
+        timeout_seconds: Annotated[
+            float | None,
+            Field(description="kill the command after this many seconds", gt=0),
+        ] = None,
+    ) -> CallToolResult:
+        """Run a shell command in the worktree, confined (it writes there and $TMPDIR).
+
+        Returns the exit code, stdout and stderr (long output keeps its start
+        and end). A command the supervisor judges destructive is denied.
+        """
+        return _safe(lambda: tools.run(environment_id, command, cwd, timeout_seconds))
+
+
+def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
+    @server.tool()
+    def read_file(
+        environment_id: EnvId,
+        path: Path,
+        start_line: Annotated[int, Field(description="first line (1-based)")] = 1,
+        max_lines: Annotated[int, Field(description="how many lines")] = 2000,
+    ) -> CallToolResult:
+        """Read lines of a text file in the worktree."""
+        return _safe(
+            lambda: tools.read_file(environment_id, path, start_line, max_lines)
+        )
+
+    @server.tool()
+    def write_file(
+        environment_id: EnvId,
+        path: Path,
+        content: Annotated[str, Field(description="the whole new content (UTF-8)")],
+    ) -> CallToolResult:
+        """Create or replace a file in the worktree (parent directories are made)."""
+        return _safe(lambda: tools.write_file(environment_id, path, content))
+
+    @server.tool()
+    def edit_file(
+        environment_id: EnvId,
+        path: Path,
+        old_text: Annotated[str, Field(description="exact text to replace")],
+        new_text: Annotated[str, Field(description="its replacement")],
+        replace_all: Annotated[
+            bool, Field(description="replace every occurrence, not exactly one")
+        ] = False,
+    ) -> CallToolResult:
+        """Replace exact text in a file of the worktree (it must occur exactly once)."""
+        return _safe(
+            lambda: tools.edit_file(
+                environment_id, path, old_text, new_text, replace_all
+            )
+        )
+
+    @server.tool()
+    def list_files(
+        environment_id: EnvId,
+        path: Annotated[str, Field(description="a directory ('' is the root)")] = "",
+        recursive: bool = False,
+    ) -> CallToolResult:
+        """List a directory of the worktree (.git left out)."""
+        return _safe(lambda: tools.list_files(environment_id, path, recursive))
+
+
+def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
+    @server.tool()
+    def checkpoint(
+        environment_id: EnvId,
+        conversation: Annotated[
+            str,
+            Field(description="a snapshot of your conversation, returned by restore"),
+        ] = "",
+        label: Annotated[str, Field(description="a note", max_length=1024)] = "",
+    ) -> CallToolResult:
+        """Checkpoint the worktree (and optionally your conversation)."""
+        return _safe(lambda: tools.checkpoint(environment_id, conversation, label))
+
+    @server.tool()
+    def restore(
+        environment_id: EnvId,
+        checkpoint_id: Annotated[
+            str, Field(description="from checkpoint", max_length=1024)
+        ],
+    ) -> CallToolResult:
+        """Roll the worktree back to a checkpoint (once); returns its conversation."""
+        return _safe(lambda: tools.restore(environment_id, checkpoint_id))
+
+    @server.tool()
+    def diff(
+        environment_id: EnvId,
+        max_lines: Annotated[int, Field(description="cut the diff after this")] = 2000,
+    ) -> CallToolResult:
+        """Show the worktree's changes against its base (a unified diff)."""
+        return _safe(lambda: tools.diff(environment_id, max_lines))
+
+    @server.tool()
+    def propose(
+        environment_id: EnvId,
+        summary: Annotated[str, Field(description="what you changed and why")] = "",
+    ) -> CallToolResult:
+        """Seal the worktree's changes as an output for a human to settle."""
+        return _safe(lambda: tools.propose(environment_id, summary))
+
+
+def _resources(server: MCPServer[Any], tools: WorkspaceTools) -> None:
+    def guarded(read: Callable[[], str]) -> str:
+        try:
+            return read()
+        except ToolRefusedError as error:
+            raise ResourceError(str(error)) from None
+
+    @server.resource("goatherd://environments", mime_type="application/json")
+    def environments() -> str:
+        """The repository's environments."""
+        infos = [info.as_dict() for info in tools.environments.infos()]
+        return json.dumps({"environments": infos}, indent=1)
+
+    @server.resource(
+        "goatherd://environments/{environment_id}/records",
+        mime_type="application/json",
+    )
+    def records(environment_id: str) -> str:
+        """The environment's latest records in the trace."""
+        return guarded(lambda: tools.recent_records(environment_id))
+
+    @server.resource(
+        "goatherd://environments/{environment_id}/diff", mime_type="text/x-diff"
+    )
+    def diff(environment_id: str) -> str:
+        """The environment's changes against its base."""
+        return guarded(lambda: tools.diff_text(environment_id))
+
+
+def require_loopback(host: str) -> None:
+    """Refuse a host that is not a loopback address (``localhost`` is one).
+
+    Raises:
+        ValueError: naming the host.
+    """
+    if host == "localhost":
+        return
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        raise ValueError(f"--http needs a loopback address, got {host!r}") from None
+    if not address.is_loopback:
+        raise ValueError(f"--http serves on loopback only, not {host}")
+
+
+def serve_http(
+    server: MCPServer[Any],
+    host: str,
+    port: int,
+    announce: Callable[[str], None],
+) -> None:
+    """Serve streamable HTTP on a loopback address; ``announce`` gets the URL.
+
+    The socket is bound before the URL is announced (port 0 picks one).
+
+    Raises:
+        ValueError: ``host`` is not a loopback address.
+        OSError: the address is in use.
+    """
+    import uvicorn
+
+    require_loopback(host)
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(64)
+    bound = sock.getsockname()[1]
+    app = server.streamable_http_app(host=host.strip("[]"))
+    shown = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    announce(f"http://{shown}:{bound}/mcp")
+    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+
+
+def serve(server: MCPServer[Any]) -> None:
+    """Serve over stdio until the client closes the connection."""
+    server.run("stdio")
+    sys.stdout.flush()
