@@ -382,6 +382,7 @@ def _summary(
     }
     return {
         "backend": make_url(url).get_backend_name(),
+        "verify_problems": [str(p) for p in report.problems[:5]],
         "writers": len(reports),
         "wall_seconds": round(wall, 1),
         "cycles": cycles,

@@ -10,7 +10,10 @@ sequences and takes an advisory transaction lock named by its first position
 
 A reader first calls ``goatherd_safe``: under the allocation lock (shared),
 the smallest position still held in ``pg_locks`` minus one, else the highest
-position ever drawn. Every position at or below it has ended: committed (so
+position ever drawn. Only this trace's allocations count: each allocating
+transaction also holds a shared lock naming the trace (the OID of its
+positions sequence), so traces in other schemas of the same database never
+hold a reader back. Every position at or below it has ended: committed (so
 visible to the reader's next statement) or rolled back for good. A follower
 reading up to it never passes a position that commits later. A transaction
 that dies after allocating leaves its positions unused (ADR 0036).
@@ -51,6 +54,13 @@ BEGIN
     PERFORM pg_advisory_lock({ALLOCATE_LOCK_KEY});
     BEGIN
         xid := pg_current_xact_id()::text::bigint;
+        -- Names this trace (its positions sequence, unique in the database)
+        -- beside the allocation locks below, so that readers of another
+        -- trace in the same database (another schema) ignore them.
+        IF positions > 0 OR commits > 0 THEN
+            PERFORM pg_advisory_xact_lock_shared(-1,
+                ('{POSITIONS_SEQUENCE}'::regclass::oid::bigint)::bit(32)::integer);
+        END IF;
         -- Never below what is committed: rows an import wrote took numbers
         -- without the sequences (two index lookups).
         IF positions > 0 THEN
@@ -101,6 +111,8 @@ DECLARE
     held_commit bigint;
     top_position bigint;
     top_commit bigint;
+    here oid := (SELECT oid FROM pg_database WHERE datname = current_database());
+    trace oid := '{POSITIONS_SEQUENCE}'::regclass::oid;
 BEGIN
     PERFORM pg_advisory_lock_shared({ALLOCATE_LOCK_KEY});
     BEGIN
@@ -111,8 +123,13 @@ BEGIN
           FROM (SELECT classid, (classid::bigint << 32) | objid::bigint AS k
                   FROM pg_locks
                  WHERE locktype = 'advisory' AND objsubid = 2 AND granted
-                   AND database = (SELECT oid FROM pg_database
-                                    WHERE datname = current_database())) held;
+                   AND classid < 2147483648
+                   AND database = here
+                   AND virtualtransaction IN (
+                       SELECT virtualtransaction FROM pg_locks
+                        WHERE locktype = 'advisory' AND objsubid = 2
+                          AND classid = 4294967295 AND objid = trace
+                          AND granted AND database = here)) held;
         SELECT CASE WHEN is_called THEN last_value ELSE -1 END
           INTO top_position FROM {POSITIONS_SEQUENCE};
         SELECT CASE WHEN is_called THEN last_value ELSE -1 END

@@ -1,0 +1,55 @@
+"""Traces in two schemas of one PostgreSQL database never hold each other back.
+
+Readers stop below the first log position a writer still holds (ADR 0036);
+only the allocations of their own trace may count. The test suite itself puts
+many traces in one database (a schema each), and so may a user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
+from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
+from goatherd.infrastructure.store import open_trace_store
+from tests.infrastructure.backends import _postgres_url
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def two_traces() -> Iterator[tuple[str, str]]:
+    first, second = _postgres_url(), _postgres_url()
+    yield next(first), next(second)
+    for urls in (first, second):
+        next(urls, None)
+
+
+def note(n: int) -> AppendBatch:
+    draft = RecordDraft(mode="capture", schema_ref="test.note.v1", payload={"n": n})
+    return AppendBatch(f"i:{n}", (AppendGroup("agent:a", fact_drafts=(draft,)),))
+
+
+def test_an_append_held_open_in_another_schema_hides_nothing(
+    two_traces: tuple[str, str],
+) -> None:
+    mine, other = two_traces
+    with open_trace_store(other):  # creates the other trace's tables and functions
+        pass
+    with open_trace_store(mine) as store:
+        for n in range(5):
+            store.append(TRUSTED_APPEND_CONTEXT, note(n))
+    url = make_url(other)
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as held:  # a writer of the other trace, mid-commit
+        held.execute("SELECT goatherd_allocate(1, 1)").fetchone()
+        with open_trace_store(mine) as reader:
+            assert reader.max_position() == 4
+            assert [e.position for e in reader.read_log(-1, 10)] == [0, 1, 2, 3, 4]
+            reader.append(TRUSTED_APPEND_CONTEXT, note(5))
+            assert reader.max_position() == 5
+        held.rollback()
