@@ -198,6 +198,7 @@ def _insert_records(
         # commits meanwhile has this id, hence this content: both inserts
         # skip it quietly.
         sql.run_many(_INSERT_NEW_RECORD, rows)
+        _credit_first_placement(sql, fresh)
         edges = [r for record_id in ordered for r in _edge_rows((fresh[record_id][0],))]
         sql.run_many(_INSERT_NEW_EDGE, edges)
         return
@@ -205,6 +206,27 @@ def _insert_records(
         intents = sorted({p.prepared.intent_id for p in plans})
         _drop_retained(reader, intents, fresh)
     sql.run_many(_INSERT_EDGE, list(_edge_rows(r for r, _ in fresh.values())))
+
+
+def _credit_first_placement(
+    sql: Driver, fresh: dict[str, tuple[StagedRecord, str]]
+) -> None:
+    """Credit a record to the intent that places it first in the log (PostgreSQL).
+
+    Positions are drawn in allocation order, not commit order: a writer that
+    drew later positions may commit the same new record first. Its row then
+    names its intent although this append places the record earlier, which
+    is what ``verify`` and ``import`` credit. A statement after the insert
+    sees that writer's committed entries (the insert waited for it), so the
+    row is re-credited here, before this transaction commits.
+    """
+    taken = sql.rows(
+        _TAKEN_BY_OTHERS_SQL, (list(fresh), sorted({i for _, i in fresh.values()}))
+    )
+    sql.run_many(
+        _RECREDIT_SQL,
+        [(fresh[row[0]][1], row[0], fresh[row[0]][0].position) for row in taken],
+    )
 
 
 def _drop_retained(
@@ -327,6 +349,15 @@ _INSERT_RECORD = (
     "caused_by_json, body_json, append_intent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_NEW_RECORD = _INSERT_RECORD + " ON CONFLICT (record_id) DO NOTHING"
+_TAKEN_BY_OTHERS_SQL = (
+    "SELECT record_id FROM records WHERE record_id = ANY(?) "
+    "AND append_intent_id <> ALL(?)"
+)
+_RECREDIT_SQL = (
+    "UPDATE records SET append_intent_id = ? WHERE record_id = ? AND "
+    "(SELECT min(e.position) FROM path_entries e "
+    "WHERE e.record_id = records.record_id) > ?"
+)
 _PRIOR_RECORDS_SQL = (
     "SELECT record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
     "body_json FROM records WHERE append_intent_id NOT IN {} AND record_id IN "
