@@ -37,7 +37,6 @@ from sqlalchemy import (
     Text,
     select,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
 from goatherd.domain import (
     CheckpointAggregate,
@@ -85,16 +84,6 @@ def _decode_row(row_type: type[RowT], text: str) -> RowT:
     )
 
 
-def _upsert(conn: Connection, table: Table, values: dict[str, object]) -> None:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table).values(**values)
-    conn.execute(
-        statement.on_conflict_do_update(
-            index_elements=["key"], set_={"row_json": statement.excluded.row_json}
-        )
-    )
-
-
 class SqlRowView(Generic[RowT]):
     """A keyed table of dataclass rows (``RowView``), in first-insertion order.
 
@@ -116,6 +105,19 @@ class SqlRowView(Generic[RowT]):
         self._row_type = row_type
         self._encode = encode
         self._decode = decode
+        # The view lives inside one transaction that only it writes these
+        # rows in, so what it read or wrote is what the table holds: a fold
+        # reads each key from the database once (None: known absent).
+        self._texts: dict[str, str | None] = {}
+        # The driver-level statements skip SQLAlchemy's per-call compile and
+        # parameter processing (most of a fold's time); the table name is
+        # quoted by the dialect, the values are parameters.
+        quoted = conn.dialect.identifier_preparer.quote(table_name)
+        self._select_sql = f"SELECT row_json FROM {quoted} WHERE key = ?"  # noqa: S608
+        self._upsert_sql = (
+            f"INSERT INTO {quoted} (key, row_json) VALUES (?, ?)"  # noqa: S608
+            " ON CONFLICT (key) DO UPDATE SET row_json = excluded.row_json"
+        )
 
     @property
     def connection(self) -> Connection:
@@ -126,15 +128,20 @@ class SqlRowView(Generic[RowT]):
 
     def drop(self) -> None:
         self._table.drop(self._conn, checkfirst=True)
+        self._texts.clear()
 
     def get(self, key: str) -> RowT | None:
-        text = self._conn.execute(
-            select(self._table.c.row_json).where(self._table.c.key == key)
-        ).scalar_one_or_none()
+        if key in self._texts:
+            text = self._texts[key]
+        else:
+            rows = Driver(self._conn).rows(self._select_sql, (key,))
+            text = self._texts[key] = rows[0][0] if rows else None
         return None if text is None else self._read(text)
 
     def put(self, key: str, row: RowT) -> None:
-        _upsert(self._conn, self._table, {"key": key, "row_json": self._write(row)})
+        text = self._write(row)
+        Driver(self._conn).run(self._upsert_sql, (key, text))
+        self._texts[key] = text
 
     def rows(self) -> tuple[RowT, ...]:
         result = self._conn.execute(
