@@ -165,6 +165,19 @@ class SseClient(threading.Thread):
         self.connected = threading.Event()
         self.error = ""
 
+    def seen_through(self, position: int, timeout: float) -> None:
+        """Wait until the stream delivered ``position`` (or ended, or ``timeout``).
+
+        Checked here rather than in :meth:`run`, which looks only when a line
+        arrives: once the writers stop, the next line is a heartbeat, seconds
+        away.
+        """
+        deadline = time.monotonic() + timeout
+        while self.is_alive() and time.monotonic() < deadline:
+            if self.positions and self.positions[-1] >= position:
+                return
+            time.sleep(0.02)
+
     def run(self) -> None:
         try:
             timeout = httpx.Timeout(5.0, read=30.0)
@@ -183,7 +196,8 @@ class SseClient(threading.Thread):
         except httpx.ReadTimeout:
             return  # the stream went quiet: the end of the run
         except Exception as error:
-            self.error = repr(error)
+            if not (self.until is not None and self.positions[-1:] >= [self.until]):
+                self.error = repr(error)  # not the server closing after the end
         finally:
             self.connected.set()
 
@@ -340,7 +354,7 @@ def run_soak(url: str, *, seconds: float, writers: int = 8) -> dict[str, Any]:
             relay.stop.set()
             relay.join(120)
             sse.until = store.max_position()
-            sse.join(60)
+            sse.seen_through(sse.until, timeout=60)
             runner.stop()
             lag = runner.status()
             api_positions = repair_from_api(server.url, sse.positions)

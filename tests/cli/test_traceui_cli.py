@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -220,3 +221,34 @@ def test_traceui_announces_nothing_for_a_missing_trace(tmp_path: Path) -> None:
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert not missing.exists()
+
+
+@pytest.mark.timeout(90)  # before the fix, the stream and the server lived on
+def test_ctrl_c_stops_the_server_while_a_page_follows_its_events(trace_file) -> None:
+    """An open event stream ends cleanly instead of holding the server open."""
+    path, _ = trace_file
+    proc = subprocess.Popen(
+        _goatherd("traceui", "--db", str(path), "--addr", "127.0.0.1:0"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        found = ANNOUNCED.search(proc.stdout.readline().rstrip("\n"))
+        assert found
+        with httpx.stream("GET", found.group(1) + "/api/events", timeout=30) as events:
+            lines = events.iter_lines()
+            assert next(lines).startswith("retry:")
+            assert next(lines) == ": connected"
+            proc.send_signal(signal.SIGINT)
+            rest = list(lines)  # the stream ends: no heartbeat wait, no cut
+        assert rest == [""]
+        _out, err = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode in (0, 130), err
+    assert "Traceback" not in err, err
+    assert "ERROR" not in err, err

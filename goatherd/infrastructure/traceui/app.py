@@ -34,6 +34,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import threading
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -79,6 +80,7 @@ __all__ = [
     "LOOPBACK_HOSTS",
     "SSE_BUFFER_EVENTS",
     "SSE_FLUSH_SECONDS",
+    "close_event_streams",
     "create_app",
     "event_json",
     "memory_index_engine",
@@ -195,6 +197,18 @@ class _Service:
         self._tick = -1  # the flush tick the streams are in
         self._tick_end = 0  # the bus's head when that tick began: all take up to it
         self._chunks: dict[tuple[int, int], bytes] = {}  # this tick's writes
+        # The open event streams' subscriptions (the loop adds and removes
+        # them; a stopping server closes them from its own thread).
+        self._streams: set[str] = set()
+        self._streams_lock = threading.Lock()
+
+    def close_streams(self) -> None:
+        """End every open event stream once it has sent what it buffered."""
+        with self._streams_lock:
+            streams = tuple(self._streams)
+        if self.bus is not None:
+            for subscriber_id in streams:
+                self.bus.unsubscribe(subscriber_id)
 
     def _indexed(self, name: str, read: Callable[..., str]) -> str:
         self.runner.catch_up()
@@ -284,6 +298,8 @@ class _Service:
         subscription = self.bus.subscribe(
             f"traceui-sse:{uuid.uuid4().hex}", SSE_BUFFER_EVENTS
         )
+        with self._streams_lock:
+            self._streams.add(subscription.subscriber_id)
         return StreamingResponse(
             self._stream(subscription),
             media_type="text/event-stream",
@@ -318,6 +334,8 @@ class _Service:
                 await asyncio.sleep(SSE_FLUSH_SECONDS - now % SSE_FLUSH_SECONDS)
         finally:
             self.bus.unsubscribe(subscription.subscriber_id)
+            with self._streams_lock:
+                self._streams.discard(subscription.subscriber_id)
 
     def _tick_head(self, now: float, start: int) -> int:
         """Return where the streams' reads end in the tick of ``now``.
@@ -363,6 +381,19 @@ class _Service:
 
     async def index(self, request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html")
+
+
+def close_event_streams(app: object) -> None:
+    """End the open ``/api/events`` streams of an app :func:`create_app` built.
+
+    A server that stops waits for its responses, and an event stream never
+    ends by itself; each ends cleanly after sending what it buffered (a page
+    reconnects and repairs from ``/api/records``). Any thread may call it.
+    """
+    inner = app._app if isinstance(app, _AllowedHosts) else app
+    service = getattr(getattr(inner, "state", None), "service", None)
+    if isinstance(service, _Service):
+        service.close_streams()
 
 
 def create_app(

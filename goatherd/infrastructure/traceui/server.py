@@ -11,13 +11,18 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from types import FrameType
 from typing import Any, Final
 
 import uvicorn
 
 from goatherd.domain.store import TraceStore
 from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.traceui.app import LOOPBACK_HOSTS, create_app
+from goatherd.infrastructure.traceui.app import (
+    LOOPBACK_HOSTS,
+    close_event_streams,
+    create_app,
+)
 from goatherd.projections import Projection
 
 __all__ = [
@@ -31,6 +36,7 @@ __all__ = [
 ]
 
 DEFAULT_ADDR: Final = "127.0.0.1:8321"
+STREAM_GRACE_SECONDS: Final = 2.0  # what an open request gets when the server stops
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -74,6 +80,25 @@ def _config(
     )
 
 
+class _Server(uvicorn.Server):
+    """A uvicorn server that ends the UI's event streams when asked to stop.
+
+    uvicorn waits for open responses before it exits, and an event stream
+    never ends by itself (Ctrl-C would hang while a page is open).
+    """
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # Off the signal handler: closing takes the bus's lock, which the
+        # interrupted code may hold.
+        threading.Thread(
+            target=close_event_streams, args=(self.config.app,), daemon=True
+        ).start()
+
+    def stop_streams(self) -> None:
+        close_event_streams(self.config.app)
+
+
 def serve(
     store: TraceStore,
     bus: EffectBus | None = None,
@@ -90,7 +115,7 @@ def serve(
     ``sock`` is a socket the caller already bound to ``addr`` and listens on
     (so a busy port is known before anything is announced).
     """
-    server = uvicorn.Server(_config(store, bus, addr, allowed_hosts, projections))
+    server = _Server(_config(store, bus, addr, allowed_hosts, projections))
     server.run(sockets=None if sock is None else [sock])
 
 
@@ -137,7 +162,7 @@ class TraceUiServer:
         *,
         allowed_hosts: tuple[str, ...] = (),
     ) -> None:
-        self._server = uvicorn.Server(_config(store, bus, addr, allowed_hosts))
+        self._server = _Server(_config(store, bus, addr, allowed_hosts))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     @property
@@ -156,8 +181,18 @@ class TraceUiServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving within ``timeout`` seconds.
+
+        Event streams end after sending what they buffered; requests in
+        flight get a short grace, then whatever is still open is cut (a page
+        reconnects and repairs from ``/api/records``).
+        """
         self._server.should_exit = True
-        self._thread.join(timeout)
+        self._server.stop_streams()
+        self._thread.join(min(timeout, STREAM_GRACE_SECONDS))
+        if self._thread.is_alive():
+            self._server.force_exit = True
+            self._thread.join(timeout)
 
     def __enter__(self) -> TraceUiServer:
         return self.start()
