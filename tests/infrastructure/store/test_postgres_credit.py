@@ -44,7 +44,7 @@ def test_a_later_writer_committing_first_leaves_the_credit_to_the_first_placemen
     drawn, release = threading.Event(), threading.Event()
     insert = writer._insert_records
 
-    def held(reader, plans, state):  # type: ignore[no-untyped-def]
+    def held(reader, plans, state):
         if any(p.prepared.intent_id == "first" for p in plans):
             drawn.set()  # positions drawn, nothing inserted yet
             assert release.wait(60)
