@@ -17,8 +17,8 @@ One virtual environment (``.venv`` beside this file, with ``goatherd[dev]``)
 serves every task, so alternating tasks never reinstalls; it is reinstalled
 when ``pyproject.toml`` changes. Extra arguments after ``check``/``test`` go
 to pytest; after ``demo`` to ``goatherd demo``; after ``bench`` to the bench.
-The tests run on ``-n auto`` pytest-xdist workers (``-n 0`` runs them in one
-process).
+The tests run on ``-n auto`` pytest-xdist workers with work stealing (``-n 0``
+runs them in one process).
 """
 
 from __future__ import annotations
@@ -81,7 +81,12 @@ def _pytest_env() -> dict[str, str]:
 
 def _workers(args: list[str]) -> list[str]:
     given = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args)
-    return [] if given else ["-n", "auto"]
+    workers = [] if given else ["-n", "auto"]
+    if not any(a.startswith(("--dist", "-d")) for a in args):
+        # Idle workers take queued tests from busy ones; tests/conftest.py
+        # starts the long tests first on every worker.
+        workers += ["--dist", "worksteal"]
+    return workers
 
 
 def cmd_demo(args: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import pytest
@@ -35,3 +36,70 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # RuleBasedStateMachine.TestCase makes a new class in hypothesis.stateful.
         if cls is not None and cls.__module__ == "hypothesis.stateful":
             item.add_marker(pytest.mark.slow)
+
+
+# How long the longest tests take on one core, in seconds (measured with
+# --durations on a 2-core machine). Only the order of the run depends on it: a
+# stale figure costs wall time, never a result.
+LONG_TESTS: dict[str, float] = {
+    "tests/stateful/test_runtime_machine.py": 45,
+    "tests/mcp/test_recovery.py": 26,
+    "tests/faults/test_soak_short.py": 20,
+    "tests/cli/test_read_only_user.py": 15,
+    "tests/infrastructure/traceui/test_browser.py": 12,
+    "tests/application/tasks/test_task_machine.py": 12,
+    "tests/mcp/test_end_to_end.py": 10,
+    "tests/readme/test_readme_cli.py": 9,
+    "tests/integrations/langgraph/test_kill.py": 8,
+    "tests/infrastructure/concurrency/test_concurrent_writers.py": 6,
+    "tests/demo/test_crash_rerun.py": 5,
+    "tests/integration/runtime/test_cross_process.py": 4,
+    "tests/integrations/langgraph/test_graph_against_sqlite.py": 4,
+    "tests/cli/test_lifecycle.py": 3,
+    "tests/faults/test_sigkill_best_of_n.py": 2,
+    "tests/infrastructure/sandbox/test_landlock_process_tree.py": 2,
+}
+
+
+def _weight(item: pytest.Item) -> float:
+    return LONG_TESTS.get(item.nodeid.split("::", 1)[0], 0.0)
+
+
+class LongTestsFirst:
+    @pytest.hookimpl(trylast=True)  # after -m and -k deselected what they deselect
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Start the long tests first, spread over the workers (longest first).
+
+        pytest-xdist's ``worksteal`` scheduler (``tasks.py test`` uses it) hands
+        worker ``i`` of ``n`` the next ``len(left) // (n - i)`` tests of the
+        collection, then moves tests only from the end of a busy worker's queue:
+        a long test left at the end of the collection runs alone while the other
+        worker idles. So each worker's share starts with its part of the long
+        tests (greedy: the next longest goes to the lightest share) and is filled
+        up with the other tests in their collected order.
+        """
+        workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+        long = sorted(
+            (i for i in items if _weight(i) > 0), key=lambda i: (-_weight(i), i.nodeid)
+        )
+        if not long:
+            return
+        sizes, left = [], len(items)
+        for worker in range(workers):
+            sizes.append(left // (workers - worker))
+            left -= sizes[-1]
+        shares: list[list[pytest.Item]] = [[] for _ in sizes]
+        loads = [0.0] * len(sizes)
+        for item in long:
+            free = [n for n in range(len(sizes)) if len(shares[n]) < sizes[n]]
+            lightest = min(free, key=lambda n: loads[n])
+            shares[lightest].append(item)
+            loads[lightest] += _weight(item)
+        rest = iter(i for i in items if _weight(i) == 0)
+        for chosen, size in zip(shares, sizes, strict=True):
+            chosen.extend(itertools.islice(rest, size - len(chosen)))
+        items[:] = [item for chosen in shares for item in chosen]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(LongTestsFirst(), "goatherd-long-tests-first")
