@@ -147,13 +147,16 @@ class CheckpointAggregate:
         *,
         snapshot_digest: str,
         has_snapshot: bool,
+        workspace: ScopeAggregate | None = None,
     ) -> CheckpointCreated:
         """Decide to record this (new) checkpoint of ``scope`` at ``state``.
 
+        ``workspace`` is the scope owning the workspace ``scope`` works in.
+
         Raises:
-            ScopeStateError: the scope is not active.
+            ScopeStateError: the scope is not active, or its workspace ended.
         """
-        scope.require_active("cannot checkpoint scope")
+        scope.require_workspace(workspace, "cannot checkpoint scope")
         return CheckpointCreated(
             checkpoint_id=self.checkpoint_id,
             backend=state.backend,
@@ -164,13 +167,17 @@ class CheckpointAggregate:
             snapshot_digest=snapshot_digest,
         )
 
-    def check_restorable(self, scope: ScopeAggregate) -> None:
+    def check_restorable(
+        self, scope: ScopeAggregate, workspace: ScopeAggregate | None = None
+    ) -> None:
         """Check a restore of this checkpoint on ``scope`` before any effect.
+
+        ``workspace`` is the scope owning the workspace ``scope`` works in.
 
         Raises:
             CheckpointNotFoundError: never created, or pruned.
             InconsistentTraceError: the trace contradicts itself about it.
-            ScopeStateError: the scope is not active.
+            ScopeStateError: the scope is not active, or its workspace ended.
             CheckpointScopeMismatchError: the checkpoint is another scope's.
             CheckpointNotRestorableError: used, invalid, or not verifiable.
         """
@@ -178,7 +185,7 @@ class CheckpointAggregate:
             raise CheckpointNotFoundError(self.checkpoint_id)
         if self.inconsistent:
             raise InconsistentTraceError(self.checkpoint_id, self.inconsistent)
-        scope.require_active("cannot restore in scope")
+        scope.require_workspace(workspace, "cannot restore in scope")
         if self.scope_owner != scope.owner:
             raise CheckpointScopeMismatchError(
                 self.checkpoint_id, self.scope_id, scope.scope_id
@@ -192,26 +199,35 @@ class CheckpointAggregate:
                 f" {'snapshot' if self.state_digest else 'workspace state'})",
             )
 
-    def check_claimable(self, scope: ScopeAggregate, claimant: str) -> None:
+    def check_claimable(
+        self,
+        scope: ScopeAggregate,
+        claimant: str,
+        workspace: ScopeAggregate | None = None,
+    ) -> None:
         """Check ``claimant`` may apply this checkpoint to ``scope``.
 
         Raises:
             the errors of :meth:`check_restorable`;
             CheckpointClaimedError: another restore holds the claim.
         """
-        self.check_restorable(scope)
+        self.check_restorable(scope, workspace)
         if self.claimed_by and self.claimed_by != claimant:
             raise CheckpointClaimedError(self.checkpoint_id, self.claimed_by)
 
     def claim(
-        self, scope: ScopeAggregate, claimant: str, workspace_owner: str
+        self,
+        scope: ScopeAggregate,
+        claimant: str,
+        workspace_owner: str,
+        workspace: ScopeAggregate | None = None,
     ) -> CheckpointClaimed | None:
         """Decide to claim it for ``claimant`` (``None``: the claim is ours).
 
         Raises:
             the errors of :meth:`check_claimable`.
         """
-        self.check_claimable(scope, claimant)
+        self.check_claimable(scope, claimant, workspace)
         if self.claimed_by == claimant:
             return None
         return CheckpointClaimed(
@@ -220,13 +236,18 @@ class CheckpointAggregate:
             workspace_owner=workspace_owner,
         )
 
-    def restore(self, scope: ScopeAggregate, claimant: str) -> CheckpointRestored:
+    def restore(
+        self,
+        scope: ScopeAggregate,
+        claimant: str,
+        workspace: ScopeAggregate | None = None,
+    ) -> CheckpointRestored:
         """Decide to record the restore (single use) by the claimant.
 
         Raises:
             the errors of :meth:`check_claimable`.
         """
-        self.check_claimable(scope, claimant)
+        self.check_claimable(scope, claimant, workspace)
         return CheckpointRestored(
             checkpoint_id=self.checkpoint_id,
             backend=self.backend,

@@ -149,14 +149,17 @@ class RetainedOutputAggregate:
         *,
         diff_blob: str,
         diff_truncated: bool,
+        workspace: ScopeAggregate | None = None,
     ) -> OutputSealed:
         """Decide to record this (new) output sealed from ``scope`` at ``state``.
 
+        ``workspace`` is the scope owning the workspace ``scope`` works in.
+
         Raises:
-            ScopeStateError: the scope is not active.
+            ScopeStateError: the scope is not active, or its workspace ended.
             NoBaselineError: the scope has no fork baseline to settle onto.
         """
-        scope.require_active("cannot seal scope")
+        scope.require_workspace(workspace, "cannot seal scope")
         baseline = scope.baseline
         if baseline is None:
             raise NoBaselineError(scope.scope_id, "base to settle onto")

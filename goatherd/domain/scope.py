@@ -209,15 +209,7 @@ class ScopeAggregate:
                 workspace it works in has ended.
             ScopeExistsError: the child is a scope, or its path holds records.
         """
-        self.require_active("cannot fork scope")
-        if self._workspace_ended(workspace):
-            assert workspace is not None
-            raise ScopeStateError(
-                f"cannot fork scope {self.scope_id}: it works in the workspace "
-                f"of {workspace.scope_id}, which is {workspace.state}",
-                self.scope_id,
-                self.state,
-            )
+        self.require_workspace(workspace, "cannot fork scope")
         if child.listed or child_head > 0 or child.owner == self.owner:
             raise ScopeExistsError(child.scope_id)
         present = baseline is not None and baseline.present
@@ -230,6 +222,29 @@ class ScopeAggregate:
             baseline_digest=baseline.digest() if present and baseline else None,
             baseline=baseline if present else None,
         )
+
+    def require_workspace(self, workspace: ScopeAggregate | None, message: str) -> None:
+        """Raise :class:`ScopeStateError` unless active with its workspace standing.
+
+        ``workspace`` is the scope whose workspace this one works in (itself,
+        or for a shared scope the nearest ancestor owning one). A shared scope
+        whose workspace owner ended (merged, discarded, halted) or whose
+        sandbox was destroyed has no workspace to fork, checkpoint, seal or
+        restore in, though it stays active in the trace.
+
+        Raises:
+            InconsistentTraceError: the trace contradicts itself about it.
+            ScopeStateError: the scope is not active, or its workspace ended.
+        """
+        self.require_active(message)
+        if self._workspace_ended(workspace):
+            assert workspace is not None
+            raise ScopeStateError(
+                f"{message} {self.scope_id}: it works in the workspace "
+                f"of {workspace.scope_id}, which is {workspace.state}",
+                self.scope_id,
+                self.state,
+            )
 
     def _workspace_ended(self, workspace: ScopeAggregate | None) -> bool:
         if workspace is None or workspace.owner == self.owner:

@@ -117,7 +117,9 @@ def create_checkpoint(
         intent = checkpoint_intent(owner, cp_seq)
         if ctx.committed(intent, seq):
             return cp_id
-        ctx.scope(owner).require_active("cannot checkpoint scope")
+        ctx.scope(owner).require_workspace(
+            ctx.workspace_scope(owner), "cannot checkpoint scope"
+        )
         sandbox = ctx.sandbox(owner)
         limit = ctx.trace.checkpoint_blob_limit
         if len(snapshot) > limit:
@@ -129,7 +131,11 @@ def create_checkpoint(
         def decide() -> Decision:
             scope = ctx.model.scope(owner)
             event = ctx.model.checkpoint(cp_id).create(
-                scope, state, snapshot_digest=digest, has_snapshot=bool(snapshot)
+                scope,
+                state,
+                snapshot_digest=digest,
+                has_snapshot=bool(snapshot),
+                workspace=ctx.workspace_scope(owner),
             )
             return Decision().place(event, owner, cp_id)
 
@@ -217,7 +223,7 @@ def restore_checkpoint(
         intent = restore_intent(owner, cp.seq)
         if cp.claimed_by == claimant and ctx.committed(intent, retry):
             return _stored_outcome(ctx, cp_id, intent)
-        cp.check_claimable(scope, claimant)
+        cp.check_claimable(scope, claimant, ctx.workspace_scope(owner))
         sandbox = ctx.sandbox(owner)
         state = workspace_of(ctx, cp)
         snapshot = _snapshot_of(ctx, cp)
@@ -232,7 +238,7 @@ def restore_checkpoint(
 
         def decide() -> Decision:
             event = ctx.model.checkpoint(cp_id).restore(
-                ctx.model.scope(owner), claimant
+                ctx.model.scope(owner), claimant, ctx.workspace_scope(owner)
             )
             return Decision().place(event, owner, cp_id)
 
@@ -281,11 +287,12 @@ def _claim(
         cp = ctx.model.checkpoint(cp_id)
         scope = ctx.model.scope(owner)
         ws_owner = ctx.model.workspace_owner(owner)
-        cp.check_claimable(scope, claimant)
-        busy = ctx.model.scope(ws_owner).workspace_claim
+        workspace = ctx.model.scope(ws_owner)
+        cp.check_claimable(scope, claimant, workspace)
+        busy = workspace.workspace_claim
         if busy and busy != cp_id:
             raise WorkspaceBusyError(f"restore {cp_id}", "scope:" + ws_owner, busy)
-        event = cp.claim(scope, claimant, ws_owner)
+        event = cp.claim(scope, claimant, ws_owner, workspace)
         if event is None:
             return None
         return Decision().place(event, cp_id, ws_owner).guard(owner)

@@ -141,6 +141,10 @@ class RuntimeContext:
             raise ScopeNotFoundError(scope_id)
         return scope
 
+    def workspace_scope(self, owner: str) -> ScopeAggregate:
+        """Return the scope owning the workspace ``owner`` works in."""
+        return self.model.scope(self.model.workspace_owner(owner))
+
     def binding(self, owner: str) -> SandboxBinding | None:
         """Return the sandbox binding of ``owner``'s workspace (resolving it)."""
         workspace = self.model.scope(self.model.workspace_owner(owner))

@@ -88,7 +88,7 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
         if ctx.committed(intent, seq):
             return out_id
         scope = ctx.scope(owner)
-        scope.require_active("cannot seal scope")
+        scope.require_workspace(ctx.workspace_scope(owner), "cannot seal scope")
         sandbox = ctx.sandbox(owner)
         if scope.baseline is None:
             raise NoBaselineError(scope_id, "base to settle onto")
@@ -106,6 +106,7 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
                 changes,
                 diff_blob=blob,
                 diff_truncated=truncated,
+                workspace=ctx.workspace_scope(owner),
             )
             return Decision().place(event, owner, out_id)
 

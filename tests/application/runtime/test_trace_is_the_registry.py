@@ -324,3 +324,28 @@ class TestAScopeWhoseWorkspaceEnded:
         with SQLiteTraceStore(path) as store:
             heads = [store.head(o) for o in ("root:iso:sh:next", "root:iso:sh:other")]
         assert heads == [0, 0]
+
+    def test_it_cannot_checkpoint_seal_or_restore_once_its_root_is_halted(self, path):
+        """Found by the runtime state machine: only fork was refused before."""
+        with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
+            first, second = scope_manager_for(one), scope_manager_for(two)
+            main = sandbox()
+            root = first.create("root", main).unwrap()
+            shared = first.fork(root.id, "root:sh").unwrap()
+            main.write_file("a.txt", b"changed\n")
+            kept = first.create_checkpoint(shared.id, b"before").unwrap()
+            first.halt(root.id)
+            files = dict(main._files or {})
+            for mgr in (first, second):
+                for result, verb in (
+                    (mgr.create_checkpoint(shared.id, b"after"), "checkpoint scope"),
+                    (mgr.seal(shared.id), "seal scope"),
+                    (mgr.restore_checkpoint(kept.id), "restore in scope"),
+                ):
+                    assert str(failure_of(result)) == (
+                        f"cannot {verb} scope:root:sh: it works in the workspace "
+                        "of scope:root, which is discarded"  # halting discards it
+                    )
+            assert main._files == files  # nothing was applied
+        with SQLiteTraceStore(path) as store:
+            assert store.head("root:sh") == 2  # the fork and the first checkpoint
