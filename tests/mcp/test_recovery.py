@@ -14,13 +14,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from returns.result import Success
 
 from goatherd.infrastructure import open_runtime
 from goatherd.integrations.mcp import root_owner_for
 from goatherd.integrations.mcp.recording import is_call, is_result
 from tests.mcp.agents import Agent, agent, server_parameters
 from tests.mcp.conftest import git, make_project, needs_landlock
-from tests.mcp.human import goatherd, settle
+from tests.mcp.human import goatherd, manager_for, settle
 
 pytestmark = [needs_landlock, pytest.mark.integration]
 
@@ -138,8 +139,11 @@ def test_a_server_killed_at_every_write_boundary_recovers(
     worktrees = tmp_path / "worktrees"
     output = ""
     for after in range(1 + chunk, session_entries + 1, CHUNKS):
-        if output:  # the previous round's proposal: the human turns it down
-            assert settle(db, output, "discard") == ""
+        if output:  # the previous round's proposal: turned down through the API
+            # (the command line settles the last one; a process per round
+            # would cost the suite a minute)
+            with manager_for(db, project) as mgr:
+                assert isinstance(mgr.settle(output, "discarded"), Success)
         crashed = _crashing_run(project, db, worktrees, after)
         assert crashed, f"the server outlived {after} entries"
         output = _restarted_run(project, db, worktrees)
