@@ -121,3 +121,26 @@ def test_the_version_the_cli_shows_is_the_package_version() -> None:
     from goatherd.cli import parser
 
     assert goatherd.__version__ == parser.VERSION
+
+
+def test_the_infrastructure_package_names_exactly_what_its_modules_export() -> None:
+    infrastructure = importlib.import_module("goatherd.infrastructure")
+    exported = {
+        name: module
+        for module in infrastructure.SUBMODULES
+        for name in importlib.import_module(f"goatherd.infrastructure.{module}").__all__
+    }
+    assert exported == infrastructure._LAZY
+    assert sorted(infrastructure.__all__) == sorted(exported)
+    for name, module in exported.items():
+        assert getattr(infrastructure, name) is getattr(
+            importlib.import_module(f"goatherd.infrastructure.{module}"), name
+        )
+
+
+def test_a_store_command_loads_no_web_framework_or_sandbox() -> None:
+    loaded = _modules_after(
+        "from goatherd.infrastructure import SQLiteTraceStore, open_trace_store"
+    )
+    assert not {"starlette", "uvicorn", "goatherd.infrastructure.sandbox"} & loaded
+    assert "goatherd.infrastructure.traceui" not in loaded
