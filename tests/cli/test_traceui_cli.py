@@ -50,9 +50,8 @@ def _goatherd(*argv: str) -> list[str]:
     return [sys.executable, "-m", "goatherd", *argv]
 
 
-@contextmanager
-def traceui(db: Path, *extra: str) -> Iterator[str]:
-    """Run ``goatherd traceui`` on a free port; yield its announced URL."""
+def _start(db: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``goatherd traceui`` on a free port; return it and its announced URL."""
     proc = subprocess.Popen(
         _goatherd("traceui", "--db", str(db), "--addr", "127.0.0.1:0", *extra),
         cwd=ROOT,
@@ -60,13 +59,22 @@ def traceui(db: Path, *extra: str) -> Iterator[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = ANNOUNCED.search(line.rstrip("\n"))
+    if not found:
+        proc.kill()
+        raise AssertionError(f"not announced: {line!r}")
+    url = found.group(1)
+    assert not url.endswith(":0")  # the port actually bound
+    return proc, url
+
+
+@contextmanager
+def traceui(db: Path, *extra: str) -> Iterator[str]:
+    """Run ``goatherd traceui`` on a free port; yield its announced URL."""
+    proc, url = _start(db, *extra)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        found = ANNOUNCED.search(line.rstrip("\n"))
-        assert found, f"not announced: {line!r}"
-        url = found.group(1)
-        assert not url.endswith(":0")  # the port actually bound
         yield url
     finally:
         proc.terminate()
@@ -227,18 +235,9 @@ def test_traceui_announces_nothing_for_a_missing_trace(tmp_path: Path) -> None:
 def test_ctrl_c_stops_the_server_while_a_page_follows_its_events(trace_file) -> None:
     """An open event stream ends cleanly instead of holding the server open."""
     path, _ = trace_file
-    proc = subprocess.Popen(
-        _goatherd("traceui", "--db", str(path), "--addr", "127.0.0.1:0"),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, url = _start(path)
     try:
-        assert proc.stdout is not None
-        found = ANNOUNCED.search(proc.stdout.readline().rstrip("\n"))
-        assert found
-        with httpx.stream("GET", found.group(1) + "/api/events", timeout=30) as events:
+        with httpx.stream("GET", url + "/api/events", timeout=30) as events:
             lines = events.iter_lines()
             assert next(lines).startswith("retry:")
             assert next(lines) == ": connected"
