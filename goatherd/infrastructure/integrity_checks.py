@@ -34,6 +34,7 @@ from goatherd.infrastructure.integrity_rows import (
     ContextRow,
     EntryRow,
     RecordRow,
+    SideRow,
     StoredRows,
 )
 from goatherd.infrastructure.integrity_rules import (
@@ -54,7 +55,15 @@ from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     META_SCHEMA,
     SCHEMA_V1,
+    SCHEMA_V2,
     SCHEMA_VERSION,
+    SIDE_TABLES,
+)
+from goatherd.infrastructure.store.side import (
+    BLOBS,
+    LEDGER,
+    blob_row_digest,
+    ledger_row_digest,
 )
 from goatherd.projections.schema_library import known_schema_refs
 
@@ -129,6 +138,7 @@ class Verifier:
             ("frontiers", self.check_frontiers),
             ("materializations", self.check_ledger),
             ("blobs", self.check_blobs),
+            ("side writes", self.check_side_writes),
             ("blob store", self.check_blob_store),
         )
         for done, (phase, step) in enumerate(steps, start=1):
@@ -151,6 +161,10 @@ class Verifier:
         absent = self.rows.absent_columns
         if marker == SCHEMA_V1 and absent:
             pass  # a v1 trace read as it is: it lacks the chain columns
+        elif marker == SCHEMA_V2 and self.rows.side is None and not absent:
+            pass  # a v2 trace read as it is: it lacks side_writes
+        elif marker == SCHEMA_VERSION and self.rows.side is None:
+            self.report("meta", f"a {marker} trace without table side_writes", None)
         elif marker != SCHEMA_VERSION:
             self.report(
                 "meta", f"schema marker {marker!r} is not {SCHEMA_VERSION!r}", None
@@ -751,6 +765,52 @@ class Verifier:
                     entry.record_id,
                 )
 
+    # ------------------------------------------------------- side writes
+
+    def check_side_writes(self) -> None:
+        """Each side row against the last side step that wrote its key (ADR 0064).
+
+        A row whose content digests otherwise, a row no step wrote, a row a
+        step deleted, and a row a step wrote that is gone are each named.
+        The chain check vouches for the steps themselves.
+        """
+        steps = self.rows.side
+        if steps is None:
+            return  # before schema v3: the upgrade chains the rows as found
+        latest: dict[tuple[str, str], SideRow] = {}
+        for step in sorted(steps, key=lambda s: s.commit_seq):
+            if step.table_name not in SIDE_TABLES:
+                self.report(
+                    "side writes",
+                    f"commit {step.commit_seq} names table {step.table_name!r}, "
+                    "which is not a side table",
+                    None,
+                )
+                continue
+            latest[step.table_name, step.row_key] = step
+        stored = self._side_row_digests()
+        for table, key in sorted(set(latest) | set(stored)):
+            problem = _side_problem(latest.get((table, key)), stored.get((table, key)))
+            if problem is not None:
+                self.report("side writes", f"{table} row {key!r} {problem}", None)
+
+    def _side_row_digests(self) -> dict[tuple[str, str], str]:
+        found: dict[tuple[str, str], str] = {}
+        for row in self.rows.ledger:
+            found[LEDGER, row.intent] = ledger_row_digest(
+                row.intent, row.request_digest, row.receipt_json, row.completed_at
+            )
+        for blob in self.rows.blobs:
+            found[BLOBS, blob.checkpoint_id] = blob_row_digest(
+                blob.checkpoint_id,
+                blob.scope_id,
+                blob.seq,
+                blob.state_json,
+                blob.snapshot,
+                blob.created_at_ns,
+            )
+        return found
+
     # ------------------------------------------------------------ blobs
 
     def check_blobs(self) -> None:
@@ -832,6 +892,23 @@ class Verifier:
                 f"committed at {committed:%Y-%m-%d %H:%M:%S}",
                 record.record_id,
             )
+
+
+def _side_problem(step: SideRow | None, digest: str | None) -> str | None:
+    """What is wrong with one side row (``digest``: its content; ``None``: absent)."""
+    if step is None:
+        return "was written by no side write (the commit chain does not vouch for it)"
+    where = f"commit {step.commit_seq}"
+    if step.row_digest is None:
+        return None if digest is None else f"is present, but {where} deleted it"
+    if digest is None:
+        return f"is gone, but {where} wrote it and no later step deleted it"
+    if digest != step.row_digest:
+        return (
+            f"changed since {where} wrote it: its columns digest to {digest}, "
+            f"not {step.row_digest}"
+        )
+    return None
 
 
 def _erased(redaction: RecordRow) -> list[str]:

@@ -8,7 +8,8 @@ nothing the driver would choke on ever raises: a malformed cell becomes a
 out of the later checks. PostgreSQL enforces its column types, so there the
 driver's values are taken as they are. NUL in text is a problem: appends
 refuse it on every backend (issue 13 item 4). A schema v1 trace (read as it
-is) lacks the chain columns of v2; they read as NULL.
+is) lacks the chain columns of v2; they read as NULL. A trace before schema
+v3 has no ``side_writes`` table: ``StoredRows.side`` is then ``None``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from goatherd.infrastructure.store.schema import (
     path_entries,
     record_edges,
     records,
+    side_writes,
 )
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "IntentRow",
     "LedgerRow",
     "RecordRow",
+    "SideRow",
     "StoredRows",
     "load_rows",
 ]
@@ -150,6 +153,7 @@ class LedgerRow:
     request_digest: str
     receipt: dict[str, Any]
     completed_at: str
+    receipt_json: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,17 @@ class BlobRow:
     state: dict[str, Any]
     snapshot: bytes
     created_at_ns: int
+    state_json: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SideRow:
+    """One ``side_writes`` row: a side step of the commit chain (ADR 0064)."""
+
+    commit_seq: int
+    table_name: str
+    row_key: str
+    row_digest: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +212,8 @@ class StoredRows:
     blobs: tuple[BlobRow, ...]
     contents: tuple[ContentRow, ...] = ()
     holders: tuple[HolderRow, ...] = ()
+    side: tuple[SideRow, ...] | None = None
+    """The side steps; ``None``: the trace has no ``side_writes`` (before v3)."""
     postgres: bool = False
     absent_columns: tuple[str, ...] = ()
     """``table.column`` of every schema column the database lacks."""
@@ -365,7 +382,10 @@ def _present(conn: Connection, table: Table) -> list[str]:
 
 def _absent(conn: Connection) -> tuple[str, ...]:
     absent: list[str] = []
+    names = set(inspect(conn).get_table_names())
     for table in TRACE_TABLES:
+        if table is side_writes and table.name not in names:
+            continue  # a trace before schema v3: StoredRows.side is None
         present = set(_present(conn, table))
         absent += (
             f"{table.name}.{column.name}"
@@ -518,6 +538,7 @@ def _ledger(c: _Cells) -> LedgerRow:
         request_digest=c.text("request_digest"),
         receipt=c.json("receipt_json", dict),
         completed_at=c.text("completed_at"),
+        receipt_json=c.text("receipt_json"),
     )
 
 
@@ -529,7 +550,29 @@ def _blob(c: _Cells) -> BlobRow:
         state=c.json("state_json", dict),
         snapshot=c.blob("snapshot"),
         created_at_ns=c.integer("created_at_unixnano"),
+        state_json=c.text("state_json"),
     )
+
+
+def _side(c: _Cells) -> SideRow:
+    c.text("commit_digest", empty=False)
+    c.optional_text("head_digest")
+    return SideRow(
+        commit_seq=c.integer("commit_seq"),
+        table_name=c.text("table_name", empty=False),
+        row_key=c.text("row_key"),
+        row_digest=c.optional_text("row_digest"),
+    )
+
+
+def _side_rows(conn: Connection, report: Report) -> tuple[SideRow, ...] | None:
+    if side_writes.name not in set(inspect(conn).get_table_names()):
+        return None
+    return _parse_all(conn, side_writes, _side_who, _side, report)
+
+
+def _side_who(row: dict[str, Any]) -> tuple[str, str | None]:
+    return f"side write {_short(row.get('commit_seq'))}", None
 
 
 def _pair(key: str, value: str) -> Callable[[_Cells], tuple[str, str]]:
@@ -647,4 +690,5 @@ def load_rows(conn: Connection, report: Report) -> StoredRows:
             _blob,
             report,
         ),
+        side=_side_rows(conn, report),
     )

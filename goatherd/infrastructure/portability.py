@@ -5,6 +5,9 @@ The export is one JSON object per line, in commit order:
 * ``header``: format, ABI and schema versions;
 * ``intent``: one committed append intent with everything it retained (its new
   contexts, new records, path entries, frontier index rows and its receipt);
+* ``side``: one write to a side table (ADR 0064): the table, the row key and
+  the digest of the row it left (``null``: deleted), at its place among the
+  intents in commit order, so that an import replays the same chain;
 * ``materialization`` and ``checkpoint``: the ledger rows and legacy checkpoint
   rows; ``blob``: each byte string of the blob store with its holders;
 * ``end``: the number of lines before it and the SHA-256 of their bytes, so a
@@ -22,6 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
@@ -40,6 +44,7 @@ from goatherd.infrastructure.store.schema import (
     materialization_intents,
     path_entries,
     records,
+    side_writes,
 )
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
 from goatherd.infrastructure.trace_import import (
@@ -166,12 +171,16 @@ def _intent_lines(
         row["append_intent_id"]: row
         for row in conn.execute(select(append_intents)).mappings()
     }
+    steps = deque(_side_steps(conn))
     new_contexts = _grouped(conn, contexts, "append_intent_id")
     new_records = _grouped(conn, records, "append_intent_id")
     entries = _grouped(conn, path_entries, "append_intent_id")
     index = _grouped(conn, frontiers, "append_intent_id")
     for done, intent_id in enumerate(order, start=1):
         row = intents[intent_id]
+        seq = row.get("commit_seq")
+        while steps and seq is not None and steps[0]["commit_seq"] < seq:
+            yield _side_out(steps.popleft())
         yield {
             "type": "intent",
             "append_intent_id": intent_id,
@@ -192,6 +201,25 @@ def _intent_lines(
         }
         if progress is not None and (done % 500 == 0 or done == len(order)):
             progress("export", done, len(order))
+    for step in steps:
+        yield _side_out(step)
+
+
+def _side_steps(conn: Connection) -> list[Any]:
+    """The side steps in commit order (none before schema v3: no table)."""
+    if not inspect(conn).has_table(side_writes.name):
+        return []
+    stmt = select(side_writes).order_by(side_writes.c.commit_seq)
+    return list(conn.execute(stmt).mappings())
+
+
+def _side_out(row: Any) -> dict[str, Any]:
+    return {
+        "type": "side",
+        "table": row["table_name"],
+        "row_key": row["row_key"],
+        "row_digest": row["row_digest"],
+    }
 
 
 def _sorted_entries(rows: list[Any]) -> list[Any]:

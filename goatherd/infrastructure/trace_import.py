@@ -7,7 +7,12 @@ commit receipts, each intent's receipt recomputed from its entries, each new
 context id recomputed and matched against the witnesses of the records placed
 with it, the frontier index against its records, ledger receipts, and each
 checkpoint blob against the ``checkpoint.created`` record that vouches for it
-(the shared rules live in :mod:`goatherd.infrastructure.integrity_rules`).
+(the shared rules live in :mod:`goatherd.infrastructure.integrity_rules`), and
+each ledger and checkpoint row against the last ``side`` line that wrote its
+key (ADR 0064). Intent and side lines are numbered in line order as the
+chain's commits, so the copy ends at the export's head. A file without side
+lines (an export made before schema v3) gets one step per side row after its
+last commit, as the upgrade of a trace does.
 
 Each proven line is written at once inside ONE transaction on the target,
 which is rolled back on the first refusal: memory stays bounded by the
@@ -49,6 +54,7 @@ from goatherd.infrastructure.integrity_rules import (
     ledger_refs,
 )
 from goatherd.infrastructure.store import postgres as pg
+from goatherd.infrastructure.store.chain import SideContent, side_digest
 from goatherd.infrastructure.store.codec import storage_json
 from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.engine import postgres_engine
@@ -57,6 +63,7 @@ from goatherd.infrastructure.store.outages import outages
 from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     METADATA,
+    SIDE_TABLES,
     append_intents,
     checkpoint_snapshots,
     contexts,
@@ -65,8 +72,15 @@ from goatherd.infrastructure.store.schema import (
     owner_ordinals,
     path_entries,
     records,
+    side_writes,
 )
-from goatherd.infrastructure.store.sealing import seal
+from goatherd.infrastructure.store.sealing import chain_unchained_side_rows, seal
+from goatherd.infrastructure.store.side import (
+    BLOBS,
+    LEDGER,
+    blob_row_digest,
+    ledger_row_digest,
+)
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
 from goatherd.infrastructure.trace_import_intent import (
     IntentProver,
@@ -123,6 +137,7 @@ class ImportSummary:
     materializations: int
     blobs: int = 0
     head: str = ""
+    side_writes: int = 0
 
 
 def read_export_lines(
@@ -172,13 +187,17 @@ def import_trace(
             if progress is not None and number % 500 == 0:
                 progress("import", number, 0)
         summary = importer.finish()
-        # Chain the imported commits in the same transaction (ADR 0038).
+        # Chain the imported commits in the same transaction (ADR 0038), the
+        # side rows of a file without side lines after them (ADR 0064).
         driver = Driver(conn)
+        steps = importer.steps
+        if not importer.side_lines:
+            steps += chain_unchained_side_rows(driver)
         if driver.postgres:
-            driver.run(pg.sequence_restart(pg.COMMITS_SEQUENCE, summary.intents))
+            driver.run(pg.sequence_restart(pg.COMMITS_SEQUENCE, steps))
         head = seal(driver)
         importer.check_head(str(head))
-        return replace(summary, head=str(head))
+        return replace(summary, head=str(head), side_writes=steps - summary.intents)
 
 
 def _require_empty(conn: Connection) -> None:
@@ -187,6 +206,7 @@ def _require_empty(conn: Connection) -> None:
         records,
         checkpoint_snapshots,
         materialization_intents,
+        side_writes,
     ):
         if conn.execute(select(func.count()).select_from(table)).scalar_one():
             raise ImportRejectedError(
@@ -224,6 +244,13 @@ class _Importer:
     imported_holders: dict[str, str] = field(default_factory=dict)
     redacted: dict[str, str] = field(default_factory=dict)
     redactions: dict[str, list[str]] = field(default_factory=dict)
+    steps: int = 0
+    """Commit numbers taken so far (intent and side lines)."""
+    side_lines: int = 0
+    latest: dict[tuple[str, str], tuple[int, str | None]] = field(default_factory=dict)
+    """The last side line per side row: its line number and row digest."""
+    side_rows: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    """Each imported side row: its line number and row digest."""
 
     def __post_init__(self) -> None:
         self.lookup = Lookup(self.conn)
@@ -280,6 +307,8 @@ class _Importer:
         try:
             if kind == "intent":
                 self._intent(obj)
+            elif kind == "side":
+                self._side(obj)
             elif kind == "materialization":
                 self._materialization(obj)
             elif kind == "checkpoint":
@@ -307,7 +336,7 @@ class _Importer:
             if table is append_intents:
                 # Commit numbers follow the lines (the export's commit order),
                 # so the imported chain ends at the export's head (ADR 0038).
-                values = [{**v, "commit_seq": self.counts.intents} for v in values]
+                values = [{**v, "commit_seq": self.steps} for v in values]
             if values:
                 self.conn.execute(insert(table), values)
         self.next_position = prover.next_position
@@ -318,9 +347,65 @@ class _Importer:
                 self.checkpoints[checkpoint_id] = (payload, rows.committed_at)
         self.redacted.update(rows.redacted)
         self.redactions.update(rows.redactions)
+        self.steps += 1
         self.counts.intents += 1
         self.counts.records += rows.record_count
         self.counts.entries += rows.entry_count
+
+    def _side(self, obj: dict[str, Any]) -> None:
+        """One write to a side table: the next step of the chain (ADR 0064)."""
+        if self.in_ledger:
+            raise ValueError("a side line after the ledger and checkpoint lines")
+        table = _text(obj, "table", empty=False)
+        if table not in SIDE_TABLES:
+            raise ValueError(f"side table {table!r} is not one of {list(SIDE_TABLES)}")
+        key = _text(obj, "row_key", empty=False)
+        digest = obj["row_digest"]
+        if digest is not None and not (
+            isinstance(digest, str)
+            and digest.startswith("sha256:")
+            and is_hex_digest(digest[7:])
+        ):
+            raise ValueError(f"row_digest {digest!r} is not sha256:<hex> or null")
+        content = SideContent(self.steps, table, key, digest)
+        self.conn.execute(
+            insert(side_writes),
+            {
+                "commit_seq": self.steps,
+                "table_name": table,
+                "row_key": key,
+                "row_digest": digest,
+                "commit_digest": side_digest(content),
+            },
+        )
+        self.latest[table, key] = (self.number, digest)
+        self.steps += 1
+        self.side_lines += 1
+
+    def _check_side_rows(self) -> None:
+        """Every side row as the last side line of its key left it (ADR 0064)."""
+        if not self.side_lines:
+            return  # an export before schema v3: the rows get steps at the end
+        for table, key in sorted(set(self.latest) | set(self.side_rows)):
+            step, row = self.latest.get((table, key)), self.side_rows.get((table, key))
+            name = f"{table} row {key!r}"
+            if step is None:
+                assert row is not None
+                reason = f"{name} was written by no side line"
+            elif row is None:
+                if step[1] is None:
+                    continue
+                reason = f"{name} is missing, the side line {step[0]} wrote it"
+            elif step[1] is None:
+                reason = f"{name} is present, the side line {step[0]} deleted it"
+            elif step[1] != row[1]:
+                reason = (
+                    f"{name} digests to {row[1]}, the side line {step[0]} wrote "
+                    f"{step[1]}"
+                )
+            else:
+                continue
+            raise ImportRejectedError(row[0] if row else self.number, reason)
 
     def _materialization(self, obj: dict[str, Any]) -> None:
         self.in_ledger = True
@@ -341,14 +426,19 @@ class _Importer:
             raise ValueError(f"request_digest {digest!r} is not a SHA-256 hex digest")
         if parse_timestamp(completed) is None:
             raise ValueError(f"completed_at {completed!r} is not a timestamp")
+        receipt_json = storage_json(receipt, root="receipt")
         self.conn.execute(
             insert(materialization_intents),
             {
                 "materialize_intent_id": intent,
                 "request_digest": digest,
-                "receipt_json": storage_json(receipt, root="receipt"),
+                "receipt_json": receipt_json,
                 "completed_at": completed,
             },
+        )
+        self.side_rows[LEDGER, intent] = (
+            self.number,
+            ledger_row_digest(intent, digest, receipt_json, completed),
         )
         self.counts.materializations += 1
 
@@ -394,16 +484,23 @@ class _Importer:
         vouched = self.checkpoints.get(checkpoint_id)
         if vouched is not None:
             _prove_blob(checkpoint_id, scope_id, seq, state, snapshot, created, vouched)
+        state_json = storage_json(state.to_json(), root="state")
         self.conn.execute(
             insert(checkpoint_snapshots),
             {
                 "checkpoint_id": checkpoint_id,
                 "scope_id": scope_id,
                 "seq": seq,
-                "state_json": storage_json(state.to_json(), root="state"),
+                "state_json": state_json,
                 "snapshot": snapshot,
                 "created_at_unixnano": created,
             },
+        )
+        self.side_rows[BLOBS, checkpoint_id] = (
+            self.number,
+            blob_row_digest(
+                checkpoint_id, scope_id, seq, state_json, snapshot, created
+            ),
         )
         self.counts.checkpoints += 1
 
@@ -450,6 +547,7 @@ class _Importer:
                 self.number, "the file ends without its end line (truncated?)"
             )
         self._check_redactions()
+        self._check_side_rows()
         for holder, digest in sorted(self.addresses.holders().items()):
             if self.imported_holders.get(holder) != digest:
                 raise ImportRejectedError(

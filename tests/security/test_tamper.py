@@ -7,8 +7,10 @@ it, not a type error. A second sweep (SQLite only: PostgreSQL enforces column
 types) writes a value of the wrong type into every column and expects a
 ``well-formed`` problem naming ``table.column``. Edits no row can contradict
 (a commit time, a kind label) are caught by the chained head digest (ADR 0038).
-The few edits verify cannot see are strict xfails naming why: they start
-failing (and must be promoted) the day verify catches them.
+Edits of the side tables (the materialization ledger, the legacy checkpoint
+rows) are named against the side steps of the chain (ADR 0064). An edit
+verify cannot see would be a strict xfail naming why (``Case.gap``): it
+starts failing (and must be promoted) the day verify catches it.
 
 docs/reliability.md has the table of what each column's check is.
 """
@@ -59,6 +61,7 @@ def q(value: str) -> str:
 
 
 FORGED_HEX = "cd" * 32
+i_checkpoint_a, i_checkpoint_b = "cp:agent:old:1", "cp:agent:old:2"
 EMPTY_BYTES = "CAST('' AS BLOB)"  # both backends: replaced for PostgreSQL below
 FORGED_BYTES = "CAST('kept-99' AS BLOB)"
 PG_BYTES = {EMPTY_BYTES: "''::bytea", FORGED_BYTES: "'kept-99'::bytea"}
@@ -430,8 +433,7 @@ CASES: list[Case] = [
         lambda i: [
             f"UPDATE materialization_intents SET request_digest = {q(FORGED_HEX)}"
         ],
-        "mat:1",
-        gap="the ledger is not in the trace; only its form is checked",
+        "materialization_intents row 'mat:1' changed since commit",
     ),
     Case(
         "materialization_intents",
@@ -439,8 +441,7 @@ CASES: list[Case] = [
         lambda i: [
             "UPDATE materialization_intents SET completed_at = '2001-01-01 00:00:00'"
         ],
-        "mat:1",
-        gap="the ledger is not in the trace; only its form is checked",
+        "materialization_intents row 'mat:1' changed since commit",
     ),
     # checkpoint_snapshots
     Case(
@@ -501,6 +502,58 @@ CASES: list[Case] = [
             f" WHERE checkpoint_id = {q(i.checkpoint_a)}"
         ],
         "created at",
+    ),
+    # side_writes (ADR 0064): each step is a commit of the chain
+    Case(
+        "side_writes",
+        "commit_seq",
+        lambda i: [
+            "UPDATE side_writes SET commit_seq = commit_seq + 1000"
+            " WHERE row_key = 'mat:1'"
+        ],
+        "(side write materialization_intents 'mat:1')",
+    ),
+    Case(
+        "side_writes",
+        "table_name",
+        lambda i: [
+            "UPDATE side_writes SET table_name = 'checkpoint_snapshots'"
+            " WHERE row_key = 'mat:1'"
+        ],
+        "(side write checkpoint_snapshots 'mat:1'): what the commit wrote changed",
+    ),
+    Case(
+        "side_writes",
+        "row_key",
+        lambda i: ["UPDATE side_writes SET row_key = 'mat:2' WHERE row_key = 'mat:1'"],
+        "(side write materialization_intents 'mat:2'): what the commit wrote changed",
+    ),
+    Case(
+        "side_writes",
+        "row_digest",
+        lambda i: [
+            f"UPDATE side_writes SET row_digest = {q('sha256:' + FORGED_HEX)}"
+            f" WHERE row_key = {q(i.checkpoint_a)}"
+        ],
+        f"(side write checkpoint_snapshots {i_checkpoint_a!r}): what the commit",
+    ),
+    Case(
+        "side_writes",
+        "commit_digest",
+        lambda i: [
+            f"UPDATE side_writes SET commit_digest = {q(FORGED_HEX)}"
+            " WHERE row_key = 'mat:1'"
+        ],
+        "(side write materialization_intents 'mat:1')",
+    ),
+    Case(
+        "side_writes",
+        "head_digest",
+        lambda i: [
+            f"UPDATE side_writes SET head_digest = {q(FORGED_HEX)}"
+            " WHERE row_key = 'mat:1'"
+        ],
+        "(side write materialization_intents 'mat:1')",
     ),
 ]
 
@@ -577,8 +630,39 @@ EXTRA_CASES: list[Case] = [
             f" checkpoint_snapshots WHERE checkpoint_id = {q(i.checkpoint_b)})"
             f" WHERE checkpoint_id = {q(i.checkpoint_a)}"
         ],
-        "snapshot",
-        gap="a legacy checkpoint record carries no digest of its snapshot bytes",
+        f"checkpoint_snapshots row {i_checkpoint_a!r} changed since commit",
+    ),
+    # side rows added, removed, or their step removed (ADR 0064)
+    Case(
+        "materialization_intents",
+        "(row)",
+        lambda i: [
+            "INSERT INTO materialization_intents (materialize_intent_id,"
+            " request_digest, receipt_json, completed_at) SELECT 'mat:forged',"
+            " request_digest, receipt_json, completed_at FROM materialization_intents"
+        ],
+        "materialization_intents row 'mat:forged' was written by no side write",
+    ),
+    Case(
+        "materialization_intents",
+        "(row)",
+        lambda i: ["DELETE FROM materialization_intents"],
+        "materialization_intents row 'mat:1' is gone, but commit",
+    ),
+    Case(
+        "checkpoint_snapshots",
+        "(row)",
+        lambda i: [
+            "DELETE FROM checkpoint_snapshots"
+            f" WHERE checkpoint_id = {q(i.checkpoint_b)}"
+        ],
+        f"checkpoint_snapshots row {i_checkpoint_b!r} is gone, but commit",
+    ),
+    Case(
+        "side_writes",
+        "(row)",
+        lambda i: ["DELETE FROM side_writes WHERE row_key = 'mat:1'"],
+        "materialization_intents row 'mat:1' was written by no side write",
     ),
     # A payload erased without a recorded redaction (ADR 0062): the body is in
     # the exact redaction form, but no committed redaction record names it.

@@ -20,6 +20,13 @@ therefore a fingerprint of the whole trace: any rewrite, reordering or
 truncation of what a reader shows or trusts changes it (the rebuildable edge
 rows and counters are not in it; ``verify`` checks those against what is).
 
+Since schema v3 a write to a side table (the materialization ledger, the
+checkpoint blob table) is a step of the same chain (ADR 0064): it takes the
+next commit number, and its commit digest covers ``{"side": table,
+"commit_seq", "row_key", "row_digest"}`` (the ``side`` key sets it apart
+from an append commit's object); ``row_digest`` is :func:`row_digest` of the
+row it left, ``null`` for a delete.
+
 ``meta.head`` holds ``<commits> <head digest>`` after the last linked commit.
 On SQLite every commit links itself inside its transaction. PostgreSQL
 writers commit in any order, so each stores its commit digest and
@@ -45,12 +52,16 @@ __all__ = [
     "CommitContent",
     "FrontierRow",
     "GENESIS",
+    "SideContent",
     "TraceHead",
     "commit_digest",
     "commit_time",
     "format_head",
     "link",
     "parse_head",
+    "row_digest",
+    "side_digest",
+    "step_digest",
 ]
 
 GENESIS: Final = "0" * 64
@@ -87,11 +98,15 @@ class ChainProblem:
     commit_seq: int | None
     append_intent_id: str | None
     detail: str
+    side: str | None = None
+    """A side step's ``<table> <row key>`` (``None``: an append commit)."""
 
     def __str__(self) -> str:
         where = f"commit {self.commit_seq}" if self.commit_seq is not None else "chain"
         if self.append_intent_id is not None:
             where += f" (intent {self.append_intent_id!r})"
+        if self.side is not None:
+            where += f" (side write {self.side})"
         return f"{where}: {self.detail}"
 
 
@@ -134,6 +149,55 @@ class CommitContent:
     entries: Sequence[EntryRow] = ()
     records: Sequence[RecordMeta] = ()
     frontiers: Sequence[FrontierRow] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SideContent:
+    """One side step: which side-table row it wrote, and the digest it left."""
+
+    commit_seq: int
+    table_name: str
+    row_key: str
+    row_digest: str | None
+
+    @property
+    def label(self) -> str:
+        """``<table> '<row key>'``, as problems name the step."""
+        return f"{self.table_name} {self.row_key!r}"
+
+
+def side_digest(content: SideContent) -> str:
+    """Return the bare SHA-256 hex of a side step's canonical storage JSON.
+
+    Raises:
+        TypeError: a value of the wrong type (a tampered row).
+    """
+    obj = {
+        "side": content.table_name,
+        "commit_seq": content.commit_seq,
+        "row_key": content.row_key,
+        "row_digest": content.row_digest,
+    }
+    _check(obj)
+    return hashlib.sha256("".join(_ENCODE(obj, 0)).encode("ascii")).hexdigest()
+
+
+def step_digest(content: CommitContent | SideContent) -> str:
+    """Return the commit digest of either kind of step."""
+    if isinstance(content, SideContent):
+        return side_digest(content)
+    return commit_digest(content)
+
+
+def row_digest(columns: dict[str, object]) -> str:
+    """Return ``sha256:<hex>`` of a side-table row's canonical storage JSON.
+
+    ``columns`` holds every column by name, text or integers; byte columns
+    are given as the ``sha256:<hex>`` of their bytes.
+    """
+    _check(columns)
+    text = "".join(_ENCODE(columns, 0))
+    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def commit_digest(content: CommitContent, *, checked: bool = True) -> str:
@@ -245,11 +309,13 @@ def contents_from_rows(
     contexts: Iterable[Sequence[Any]],
     entries: Iterable[Sequence[Any]],
     frontiers: Iterable[Sequence[Any]],
-) -> Iterator[tuple[Sequence[Any], CommitContent | ChainProblem]]:
+) -> Iterator[tuple[Sequence[Any], CommitContent | SideContent | ChainProblem]]:
     """Rebuild each commit's content from row streams sorted by ``commit_seq``.
 
     ``intents`` rows are ``(commit_seq, intent, batch_digest, receipt_json,
-    commit_digest, head_digest, committed_at)``; the others start with ``commit_seq``
+    commit_digest, head_digest, committed_at[, side table])``; a row naming a
+    side table is a side step ``(commit_seq, row_key, row_digest, NULL,
+    commit_digest, head_digest, NULL, table)``. The others start with ``commit_seq``
     followed by the columns :class:`CommitContent` holds (entries joined with
     their record's metadata, ``caused_by_json`` still text).
     """
@@ -287,7 +353,9 @@ def _content(
     contexts: list[Sequence[Any]],
     entries: list[Sequence[Any]],
     frontiers: list[Sequence[Any]],
-) -> CommitContent | ChainProblem:
+) -> CommitContent | SideContent | ChainProblem:
+    if len(intent) > 7 and intent[7] is not None:
+        return _side_content(intent)
     seq, intent_id = intent[0], intent[1]
     try:
         records = [
@@ -308,6 +376,17 @@ def _content(
         )
     except (TypeError, ValueError) as error:
         return ChainProblem(seq, intent_id, f"a row is malformed: {error}")
+
+
+def _side_content(row: Sequence[Any]) -> SideContent | ChainProblem:
+    """A side step from a union row ``(seq, key, row digest, ..., table)``."""
+    seq, key, digest, table = row[0], row[1], row[2], row[7]
+    label = f"{table} {key!r}"
+    if not isinstance(table, str) or not isinstance(key, str):
+        return ChainProblem(seq, None, "a row is malformed: its table or key", label)
+    if digest is not None and not isinstance(digest, str):
+        return ChainProblem(seq, None, "a row is malformed: its row digest", label)
+    return SideContent(seq, table, key, digest)
 
 
 def _parents(text: object) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ from goatherd.infrastructure.store.migration import (
     prepare_postgres,
     upgrade_postgres,
     upgrade_sqlite_file,
+    upgrade_v2_postgres,
 )
 from goatherd.infrastructure.store.schema import (
     META_HEAD,
@@ -45,8 +46,10 @@ from goatherd.infrastructure.store.schema import (
     META_SCHEMA,
     METADATA,
     SCHEMA_V1,
+    SCHEMA_V2,
     SCHEMA_VERSION,
     meta,
+    side_writes,
 )
 
 __all__ = [
@@ -218,7 +221,7 @@ def postgres_engine(url: str, *, read_only: bool = False, **options: Any) -> Eng
 
 
 def ensure_schema(engine: Engine, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> str:
-    """Create the v2 schema if absent, upgrade a v1 trace; refuse anything else.
+    """Create the v3 schema if absent, upgrade a v1 or v2 trace; refuse anything else.
 
     Returns:
         The schema marker now stored (always :data:`SCHEMA_VERSION`).
@@ -236,7 +239,7 @@ def ensure_schema(engine: Engine, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> str
 
 def _ensure_sqlite(engine: Engine, busy_timeout_ms: int) -> str:
     marker = _read_marker(engine)
-    if marker == SCHEMA_V1:
+    if marker in (SCHEMA_V1, SCHEMA_V2):
         assert engine.url.database
         upgrade_sqlite_file(engine.url.database, busy_timeout_ms)
         marker = _read_marker(engine)
@@ -252,6 +255,9 @@ def _ensure_postgres(engine: Engine) -> str:
         marker = _marker_in(conn)
         if marker == SCHEMA_V1:
             upgrade_postgres(conn)
+            marker = SCHEMA_V2
+        if marker == SCHEMA_V2:
+            upgrade_v2_postgres(conn)
             marker = SCHEMA_VERSION
         elif marker is None:
             marker = _create_if_empty(conn)
@@ -297,7 +303,8 @@ def _accept(engine: Engine, marker: str | None) -> str:
     if marker != SCHEMA_VERSION:
         raise NotATraceStoreError(
             f"{engine.url.database or 'the database'} has trace schema marker "
-            f"{marker!r}; this goatherd reads {SCHEMA_V1!r} and writes "
+            f"{marker!r}; this goatherd reads {SCHEMA_V1!r} and {SCHEMA_V2!r} "
+            "and writes "
             f"{SCHEMA_VERSION!r} (a newer goatherd wrote it?)"
         )
     return marker
@@ -307,8 +314,9 @@ def verify_schema(engine: Engine) -> str:
     """Check, without writing, that the database holds a complete trace schema.
 
     Returns:
-        The schema marker: :data:`SCHEMA_VERSION`, or :data:`SCHEMA_V1` for a
-        trace not yet upgraded (its reads work unchanged).
+        The schema marker: :data:`SCHEMA_VERSION`, or :data:`SCHEMA_V1` or
+        :data:`SCHEMA_V2` for a trace not yet upgraded (its reads work
+        unchanged).
 
     Raises:
         NotATraceStoreError: a missing table or column, a missing or unknown
@@ -324,7 +332,7 @@ def verify_schema(engine: Engine) -> str:
             if meta.name in tables
             else None
         )
-        if marker not in (SCHEMA_VERSION, SCHEMA_V1):
+        if marker not in (SCHEMA_VERSION, SCHEMA_V1, SCHEMA_V2):
             missing = [t.name for t in METADATA.sorted_tables if t.name not in tables]
             if missing:
                 raise NotATraceStoreError(
@@ -335,6 +343,8 @@ def verify_schema(engine: Engine) -> str:
                 f"unexpected trace schema marker {marker!r} (want {SCHEMA_VERSION!r})"
             )
         for table in METADATA.sorted_tables:
+            if table is side_writes and marker != SCHEMA_VERSION:
+                continue  # added by schema v3
             if table.name not in tables:
                 raise NotATraceStoreError(
                     f"{engine.url.database or 'database'} is not a goatherd trace "

@@ -1,8 +1,10 @@
 """Checkpoint blobs and the completed-materialization ledger.
 
 Neither is a trace table: a checkpoint blob holds a checkpoint's restorable
-halves (runtime-spec 4.3), the ledger the receipts of completed
-materializations (kernel-spec 13.3). The trace references both by digest.
+halves, the ledger the receipts of completed materializations. The trace
+references both by digest, and every write to either is a step of the
+commit chain, in the same transaction (``side_writes``, ADR 0064): a crash
+leaves the row and its step, or neither.
 """
 
 from __future__ import annotations
@@ -15,10 +17,19 @@ from sqlalchemy.exc import IntegrityError
 from goatherd.domain.errors import AppendIntentConflictError
 from goatherd.domain.log import CheckpointBlob
 from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.store.chain import commit_time
 from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.schema import (
     checkpoint_snapshots,
     materialization_intents,
+)
+from goatherd.infrastructure.store.sealing import write_side_step
+from goatherd.infrastructure.store.side import (
+    BLOBS,
+    LEDGER,
+    blob_row_digest,
+    ledger_row_digest,
 )
 
 __all__ = [
@@ -44,34 +55,46 @@ def write_blob(
     snapshot: bytes,
     created_at_ns: int,
 ) -> None:
-    """Insert or replace one checkpoint row (``seq`` stored as signed 64-bit)."""
+    """Insert or replace one checkpoint row (``seq`` stored as signed 64-bit).
+
+    The write and its side step commit together (``conn``'s transaction).
+    """
     if not 0 <= seq < _U64:
         raise ValueError(f"checkpoint seq {seq} is not an unsigned 64-bit integer")
+    stored_seq = seq - _U64 if seq > _I64_MAX else seq
+    state_json = storage_json(state.to_json(), root="workspace_state")
+    row = {
+        "checkpoint_id": checkpoint_id,
+        "scope_id": scope_id,
+        "seq": stored_seq,
+        "state_json": state_json,
+        "snapshot": bytes(snapshot),
+        "created_at_unixnano": created_at_ns,
+    }
     conn.execute(
         delete(checkpoint_snapshots).where(
             checkpoint_snapshots.c.checkpoint_id == checkpoint_id
         )
     )
-    conn.execute(
-        insert(checkpoint_snapshots),
-        {
-            "checkpoint_id": checkpoint_id,
-            "scope_id": scope_id,
-            "seq": seq - _U64 if seq > _I64_MAX else seq,
-            "state_json": storage_json(state.to_json(), root="workspace_state"),
-            "snapshot": bytes(snapshot),
-            "created_at_unixnano": created_at_ns,
-        },
+    conn.execute(insert(checkpoint_snapshots), row)
+    digest = blob_row_digest(
+        checkpoint_id, scope_id, stored_seq, state_json, snapshot, created_at_ns
     )
+    write_side_step(Driver(conn), BLOBS, checkpoint_id, digest)
 
 
 def delete_blob(conn: Connection, checkpoint_id: str) -> None:
-    """Delete one checkpoint row (absent ids are fine)."""
-    conn.execute(
+    """Delete one checkpoint row (absent ids are fine, and write nothing).
+
+    A deletion is a side step too (its row digest is ``NULL``).
+    """
+    deleted = conn.execute(
         delete(checkpoint_snapshots).where(
             checkpoint_snapshots.c.checkpoint_id == checkpoint_id
         )
-    )
+    ).rowcount
+    if deleted:
+        write_side_step(Driver(conn), BLOBS, checkpoint_id, None)
 
 
 def load_blobs(
@@ -120,13 +143,17 @@ def read_materialization(conn: Connection, intent: str) -> tuple[str, str] | Non
 def record_materialization(
     conn: Connection, intent: str, request_digest: str, receipt_json: str
 ) -> None:
-    """Insert a ledger row; the same digest again is fine.
+    """Insert a ledger row and its side step; the same digest again writes nothing.
+
+    ``completed_at`` is set here (as the column default would read), since
+    the row digest covers it.
 
     Raises:
         AppendIntentConflictError: the intent completed with a different digest.
     """
     stored = read_materialization(conn, intent)
     if stored is None:
+        completed_at = commit_time(postgres=conn.dialect.name == "postgresql")
         try:
             with conn.begin_nested():
                 conn.execute(
@@ -135,11 +162,17 @@ def record_materialization(
                         "materialize_intent_id": intent,
                         "request_digest": request_digest,
                         "receipt_json": receipt_json,
+                        "completed_at": completed_at,
                     },
                 )
-            return
         except IntegrityError:
             stored = read_materialization(conn, intent)
+        else:
+            digest = ledger_row_digest(
+                intent, request_digest, receipt_json, completed_at
+            )
+            write_side_step(Driver(conn), LEDGER, intent, digest)
+            return
     if stored is not None and stored[0] != request_digest:
         raise AppendIntentConflictError(
             f"materialize intent '{intent}' was already committed with different "

@@ -1,4 +1,4 @@
-"""Upgrade a schema v1 trace (``goatherd.trace.v1``) to schema v2, in one transaction.
+"""Upgrade a schema v1 or v2 trace to schema v3, in one transaction.
 
 What changes (ADR 0033): ``append_intents`` gains the commit chain columns
 (``commit_seq``, ``commit_digest``, ``head_digest``) and ``txid``;
@@ -15,8 +15,14 @@ by commit time, then id). The chain digests are left empty here; ``chain.py``
 fills them (``seal``), so that a file the previous version wrote and one this
 version wrote are sealed the same way.
 
+From v2 to v3 (ADR 0064): the ``side_writes`` table is created and every row
+the side tables hold gets one step of the commit chain after the last commit
+(ordered by table, then key), once; the chain is then sealed (on PostgreSQL
+the next ``seal`` links them). A v1 trace goes through both upgrades in the
+same transaction.
+
 Either the whole upgrade commits or nothing changes; a second process opening
-the file at the same time waits for the first and then finds v2.
+the file at the same time waits for the first and then finds v3.
 """
 
 from __future__ import annotations
@@ -28,25 +34,30 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from goatherd.domain.errors import NotATraceStoreError
+from goatherd.domain.errors import NotATraceStoreError, TraceStoreError
 from goatherd.infrastructure.store import postgres
+from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.schema import (
     META_HEAD,
     META_NEXT_COMMIT,
     META_SCHEMA,
     SCHEMA_V1,
+    SCHEMA_V2,
     SCHEMA_VERSION,
     contexts,
     meta,
     owner_ordinals,
     path_entries,
+    side_writes,
 )
+from goatherd.infrastructure.store.sealing import chain_unchained_side_rows, seal
 
 __all__ = [
     "install_postgres_functions",
     "prepare_postgres",
     "upgrade_postgres",
     "upgrade_sqlite_file",
+    "upgrade_v2_postgres",
 ]
 
 _REBUILT: Final = (meta, owner_ordinals, contexts, path_entries)
@@ -60,7 +71,7 @@ _CHAIN_COLUMNS: Final = (
 
 
 def upgrade_sqlite_file(path: str, busy_timeout_ms: int) -> None:
-    """Upgrade the v1 SQLite trace at ``path`` to v2 (a v2 file is left alone).
+    """Upgrade the v1 or v2 SQLite trace at ``path`` to v3 (a v3 file is left alone).
 
     Raises:
         NotATraceStoreError: the file carries another schema marker.
@@ -77,6 +88,8 @@ def upgrade_sqlite_file(path: str, busy_timeout_ms: int) -> None:
                 _rebuild_sqlite(conn)
                 _number_sqlite_commits(conn)
                 _finish(conn)
+            if _marker(conn) == SCHEMA_V2:
+                _chain_side_tables_sqlite(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -126,7 +139,7 @@ def _finish(conn: sqlite3.Connection) -> None:
     (commits,) = conn.execute("SELECT count(*) FROM append_intents").fetchone()
     conn.executemany(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-        [(META_SCHEMA, SCHEMA_VERSION), (META_HEAD, str(commits))],
+        [(META_SCHEMA, SCHEMA_V2), (META_HEAD, str(commits))],
     )
     broken = conn.execute("PRAGMA foreign_key_check").fetchall()
     if broken:
@@ -136,8 +149,51 @@ def _finish(conn: sqlite3.Connection) -> None:
         )
 
 
+def _chain_side_tables_sqlite(conn: sqlite3.Connection) -> None:
+    dialect = sqlite_dialect.dialect()
+    conn.execute(str(CreateTable(side_writes).compile(dialect=dialect)))
+    for index in sorted(side_writes.indexes, key=lambda i: str(i.name)):
+        conn.execute(str(CreateIndex(index).compile(dialect=dialect)))
+    sql = Driver.of(conn, postgres=False)
+    try:
+        chain_unchained_side_rows(sql)
+        seal(sql)
+    except TraceStoreError as error:
+        raise NotATraceStoreError(
+            f"cannot upgrade the trace: {error}; run goatherd verify"
+        ) from error
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        (META_SCHEMA, SCHEMA_VERSION),
+    )
+
+
+def upgrade_v2_postgres(conn: Connection) -> None:
+    """Upgrade a v2 trace on PostgreSQL to v3 inside ``conn``'s transaction.
+
+    The side rows' steps are numbered after the last commit and left for
+    the next ``seal`` to link (PostgreSQL links lazily).
+    """
+    side_writes.create(conn, checkfirst=True)
+    prepare_postgres(conn)
+    raw = conn.connection.driver_connection
+    try:
+        chain_unchained_side_rows(Driver.of(raw, postgres=True))
+    except TraceStoreError as error:
+        raise NotATraceStoreError(
+            f"cannot upgrade the trace: {error}; run goatherd verify"
+        ) from error
+    conn.exec_driver_sql(
+        "UPDATE meta SET value = %(value)s WHERE key = %(key)s",
+        {"key": META_SCHEMA, "value": SCHEMA_VERSION},
+    )
+
+
 def upgrade_postgres(conn: Connection) -> None:
-    """Upgrade a v1 trace on PostgreSQL to v2 inside ``conn``'s transaction."""
+    """Upgrade a v1 trace on PostgreSQL to v2 inside ``conn``'s transaction.
+
+    The caller then upgrades it to v3 (:func:`upgrade_v2_postgres`).
+    """
     run = conn.exec_driver_sql
     for column, kind in _CHAIN_COLUMNS:
         run(f"ALTER TABLE append_intents ADD COLUMN IF NOT EXISTS {column} {kind}")
@@ -154,9 +210,8 @@ def upgrade_postgres(conn: Connection) -> None:
         "UPDATE append_intents a SET commit_seq = o.seq FROM ordered o "
         "WHERE a.append_intent_id = o.append_intent_id"
     )
-    prepare_postgres(conn)
     commits = run("SELECT count(*) FROM append_intents").scalar_one()
-    for key, value in ((META_SCHEMA, SCHEMA_VERSION), (META_HEAD, str(commits))):
+    for key, value in ((META_SCHEMA, SCHEMA_V2), (META_HEAD, str(commits))):
         run(
             "INSERT INTO meta (key, value) VALUES (%(key)s, %(value)s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -199,7 +254,8 @@ def prepare_postgres(conn: Connection) -> None:
     ).scalar_one_or_none()
     next_position = max(int(next_position), int(stored or 0))
     next_commit = run(
-        "SELECT COALESCE(MAX(commit_seq) + 1, 0) FROM append_intents"
+        "SELECT COALESCE(MAX(s) + 1, 0) FROM (SELECT MAX(commit_seq) AS s "
+        "FROM append_intents UNION ALL SELECT MAX(commit_seq) FROM side_writes) m"
     ).scalar_one()
     run(postgres.sequence_restart(postgres.POSITIONS_SEQUENCE, next_position))
     run(postgres.sequence_restart(postgres.COMMITS_SEQUENCE, int(next_commit)))

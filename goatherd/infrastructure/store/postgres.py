@@ -101,7 +101,7 @@ $fn$""".replace("{ALLOCATE_LOCK_KEY}", str(ALLOCATE_LOCK_KEY))
 # below them has ended (committed, or rolled back for good). Taken between
 # allocations (the allocation lock, shared), from the allocations still held
 # (pg_locks) and the highest ever drawn (the sequences, or committed rows an
-# import wrote).
+# import wrote: append commits and side steps, ADR 0064).
 _SAFE_FUNCTION: Final = (
     """
 CREATE OR REPLACE FUNCTION goatherd_safe()
@@ -142,7 +142,8 @@ BEGIN
     top_position := GREATEST(top_position,
         (SELECT COALESCE(max(position), -1) FROM path_entries));
     top_commit := GREATEST(top_commit,
-        (SELECT COALESCE(max(commit_seq), -1) FROM append_intents));
+        (SELECT COALESCE(max(commit_seq), -1) FROM append_intents),
+        (SELECT COALESCE(max(commit_seq), -1) FROM side_writes));
     RETURN ARRAY[COALESCE(held_position - 1, top_position),
                  COALESCE(held_commit - 1, top_commit)];
 END

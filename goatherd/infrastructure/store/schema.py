@@ -1,4 +1,4 @@
-"""The trace store's tables (SQLAlchemy Core, one ``MetaData``): schema v2.
+"""The trace store's tables (SQLAlchemy Core, one ``MetaData``): schema v3.
 
 The logical layout follows the reference's SQLite layout (kernel-spec section
 6) with these additions: ``path_entries.position`` (the store-global log
@@ -15,8 +15,10 @@ clustered on their keys, and the redundant ``UNIQUE (commit_receipt)`` is gone
 (a receipt is ``commit:<position>`` or ``witness:<record id>``, both unique
 already). ``migration.py`` upgrades v1 files and databases.
 
-Only the trace tables are the source of truth; the checkpoint blobs and the
-materialization ledger are referenced from the trace by digest.
+Schema v3 adds ``side_writes`` (ADR 0064): one step of the commit chain per
+write to a side table (the materialization ledger and the checkpoint blob
+table), with the digest of the row it left (``NULL``: deleted). The side
+tables stay outside the trace; the chain vouches for their rows.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ __all__ = [
     "META_NEXT_COMMIT",
     "META_SCHEMA",
     "SCHEMA_V1",
+    "SCHEMA_V2",
     "SCHEMA_VERSION",
+    "SIDE_TABLES",
     "TRACE_TABLES",
     "append_intents",
     "checkpoint_snapshots",
@@ -55,9 +59,11 @@ __all__ = [
     "path_entries",
     "record_edges",
     "records",
+    "side_writes",
 ]
 
-SCHEMA_VERSION: Final = "goatherd.trace.v2"
+SCHEMA_VERSION: Final = "goatherd.trace.v3"
+SCHEMA_V2: Final = "goatherd.trace.v2"
 SCHEMA_V1: Final = "goatherd.trace.v1"
 META_SCHEMA: Final = "schema"
 META_NEXT_COMMIT: Final = "next_commit_seq"
@@ -238,5 +244,24 @@ checkpoint_snapshots = Table(
     Column("snapshot", LargeBinary, nullable=False),
     Column("created_at_unixnano", BigInteger, nullable=False),
 )
+
+side_writes = Table(
+    "side_writes",
+    METADATA,
+    # A step of the commit chain (ADR 0064): its commit number, drawn from the
+    # same allocator as the append commits', the side table and row key it
+    # wrote, the digest of the row it left (NULL: it deleted the row), and
+    # the chain's commit and head digests.
+    Column("commit_seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("table_name", Text, nullable=False),
+    Column("row_key", Text, nullable=False),
+    Column("row_digest", Text, nullable=True),
+    Column("commit_digest", Text, nullable=False),
+    Column("head_digest", Text, nullable=True),
+)
+Index("idx_side_writes_row", side_writes.c.table_name, side_writes.c.row_key)
+
+SIDE_TABLES: Final = (materialization_intents.name, checkpoint_snapshots.name)
+"""The side tables whose every write is a step of the chain (ADR 0064)."""
 
 TRACE_TABLES: Final = tuple(METADATA.sorted_tables)

@@ -9,6 +9,13 @@ safe high-water mark are linked (a slower writer may still commit a smaller
 number). :func:`verify_chain` recomputes every digest and link from the rows
 alone (never trusting a stored digest) and compares: this is what makes a
 noted head worth noting.
+
+The chain has two kinds of step (ADR 0064): append commits
+(``append_intents``) and side steps (``side_writes``, one per write to a side
+table). Both are walked in ``commit_seq`` order. :func:`write_side_step`
+records a side step in the caller's write transaction. A trace written before
+schema v3 (``side=False``: no ``side_writes`` table, read as it is) is read
+as its upgrade will chain it: one step per side row after the last commit.
 """
 
 from __future__ import annotations
@@ -24,17 +31,28 @@ from goatherd.infrastructure.store.chain import (
     ChainProblem,
     ChainReport,
     CommitContent,
+    SideContent,
     TraceHead,
     commit_digest,
     contents_from_rows,
     link,
     meta_value,
     parse_meta,
+    side_digest,
+    step_digest,
 )
 from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.schema import META_HEAD
+from goatherd.infrastructure.store.side import unchained_steps
 
-__all__ = ["linked_head", "read_head", "seal", "verify_chain"]
+__all__ = [
+    "chain_unchained_side_rows",
+    "linked_head",
+    "read_head",
+    "seal",
+    "verify_chain",
+    "write_side_step",
+]
 
 _BATCH: Final = 2000
 
@@ -61,37 +79,117 @@ def seal(sql: Driver) -> TraceHead:
     else:
         previous, after = head, commits - 1
     links: list[tuple[str, str]] = []
+    side_links: list[tuple[str, int]] = []
     safe = _safe_commit(sql)
-    for seq, intent_id, digest in sql.rows(_UNLINKED_SQL, (after,)):
+    for seq, intent_id, digest, table in sql.rows(_UNLINKED_SQL, (after, after)):
         if seq > safe:  # a writer below may still be finishing (PostgreSQL)
             break
         previous = link(previous, digest)
-        links.append((previous, intent_id))
+        if table is None:
+            links.append((previous, intent_id))
+        else:
+            side_links.append((previous, int(seq)))
         commits = int(seq) + 1
     if links:
         sql.run_many(_SET_HEAD_SQL, links)
-    if links or head is None:
+    if side_links:
+        sql.run_many(_SET_SIDE_HEAD_SQL, side_links)
+    if links or side_links or head is None:
         sql.run_many(_UPSERT_META_SQL, [(META_HEAD, meta_value(commits, previous))])
     return TraceHead(commits, previous)
 
 
-def linked_head(sql: Driver) -> TraceHead | None:
+def write_side_step(sql: Driver, table: str, key: str, row_digest: str | None) -> int:
+    """Chain one write to a side table; return its commit number (ADR 0064).
+
+    Runs in the caller's write transaction, after the side write itself (so
+    that nothing after it can fail on a broken rule). SQLite: the next number
+    and the link follow ``meta.head``, as an append's do. PostgreSQL: the
+    number comes from the append commits' allocator (and holds readers and
+    sealers below it until this transaction ends); :func:`seal` links it.
+    """
+    if sql.postgres:
+        ((numbers,),) = sql.rows(pg.ALLOCATE_SQL, (0, 1))
+        seq = int(numbers[2])
+        digest = side_digest(SideContent(seq, table, key, row_digest))
+        sql.run(_INSERT_SIDE_SQL, (seq, table, key, row_digest, digest, None))
+        return seq
+    commits, head = read_head(sql)
+    if head is None:
+        sealed = seal(sql)
+        commits, head = sealed.commits, sealed.digest
+    digest = side_digest(SideContent(commits, table, key, row_digest))
+    after = link(head, digest)
+    sql.run(_INSERT_SIDE_SQL, (commits, table, key, row_digest, digest, after))
+    sql.run(_UPSERT_META_SQL, (META_HEAD, meta_value(commits + 1, after)))
+    return commits
+
+
+def chain_unchained_side_rows(sql: Driver) -> int:
+    """Add one step per side row after the last commit (the upgrade to v3, once).
+
+    The steps are left unlinked (:func:`seal` links them); on PostgreSQL the
+    commit sequence restarts after them. Returns how many were added.
+
+    Raises:
+        TraceStoreError: a side row too malformed to digest.
+    """
+    ((highest,),) = sql.rows(_HIGHEST_SEQ_SQL)
+    steps = unchained_steps(sql, int(highest) + 1)
+    rows = []
+    for step in steps:
+        if isinstance(step, ChainProblem):
+            raise TraceStoreError(f"cannot chain the side tables: {step}")
+        rows.append(
+            (
+                step.commit_seq,
+                step.table_name,
+                step.row_key,
+                step.row_digest,
+                side_digest(step),
+                None,
+            )
+        )
+    sql.run_many(_INSERT_SIDE_SQL, rows)
+    if sql.postgres:
+        sql.run(pg.sequence_restart(pg.COMMITS_SEQUENCE, int(highest) + 1 + len(rows)))
+    return len(rows)
+
+
+def linked_head(sql: Driver, *, side: bool = True) -> TraceHead | None:
     """Return the head with any unlinked tail linked in memory (read-only).
 
     ``None``: a commit has no number or digest yet (a trace never sealed):
     only a full recomputation (:func:`verify_chain`) gives its head.
+    ``side=False``: a trace before schema v3, whose side rows are linked
+    after its last commit, as its upgrade will.
     """
     commits, head = read_head(sql)
     if head is None:
         return None
     previous, safe = head, _safe_commit(sql)
-    for seq, _, digest in sql.rows(_UNLINKED_SQL, (commits - 1,)):
+    query, params = (
+        (_UNLINKED_SQL, (commits - 1, commits - 1))
+        if side
+        else (_UNLINKED_V2_SQL, (commits - 1,))
+    )
+    complete = True
+    for seq, _, digest, _ in sql.rows(query, params):
         if seq > safe:
+            complete = False
             break
         if digest is None:
             return None
         previous = link(previous, digest)
         commits = int(seq) + 1
+    if not side:
+        if not complete:
+            return None
+        for step in unchained_steps(sql, commits):
+            if isinstance(step, ChainProblem):
+                return None
+            previous = link(previous, side_digest(step))
+            commits = step.commit_seq + 1
     # Rows an import wrote are numbered when sealed (indexed on PostgreSQL;
     # on SQLite an import seals in its own transaction).
     if sql.postgres and sql.rows(_UNSEQUENCED_ONE_SQL):
@@ -117,7 +215,7 @@ def _digest_missing(sql: Driver) -> None:
     wanted = {int(row[0]) for row in missing}
     updates: list[tuple[str, str]] = []
     for intent, content in _contents(sql, min(wanted)):
-        if int(intent[0]) not in wanted:
+        if int(intent[0]) not in wanted or isinstance(content, SideContent):
             continue
         if isinstance(content, ChainProblem):
             raise TraceStoreError(f"cannot link the commit chain: {content}")
@@ -126,7 +224,11 @@ def _digest_missing(sql: Driver) -> None:
 
 
 def verify_chain(
-    sql: Driver, expect: TraceHead | None = None, *, legacy: bool = False
+    sql: Driver,
+    expect: TraceHead | None = None,
+    *,
+    legacy: bool = False,
+    side: bool = True,
 ) -> ChainReport:
     """Recompute every commit digest and link from the rows; compare with the stored.
 
@@ -137,14 +239,28 @@ def verify_chain(
     says whether this trace still has it after the same number of commits
     (nothing it covered was rewritten or truncated). A head noted without its
     count matches at any length. ``legacy``: a schema v1 trace, numbered as
-    its upgrade will.
+    its upgrade will. ``side=False``: a trace before schema v3 (no
+    ``side_writes`` table), its side rows chained after its last commit in
+    memory, as its upgrade will.
     """
     walk = _Walk(expect)
     safe = pg.INT64_MAX if legacy else _safe_commit(sql)
-    for intent, content in _contents(sql, 0, legacy):
+    side = side and not legacy
+    complete = True
+    for intent, content in _contents(sql, 0, legacy, side):
         if int(intent[0]) > safe:
+            complete = False
             break
         walk.step(intent, content)
+    if not side and complete:
+        for step in unchained_steps(sql, walk.seen + 1):
+            key, table = (
+                (step.row_key, step.table_name)
+                if isinstance(step, SideContent)
+                else (None, None)
+            )
+            seq = step.commit_seq
+            walk.step((seq, key, None, None, None, None, None, table), step)
     head = TraceHead(walk.commits, walk.previous)
     stored = None if legacy else walk.check_meta(sql)
     return ChainReport(head, stored, tuple(walk.problems), walk.expected, walk.unsealed)
@@ -159,11 +275,20 @@ class _Walk:
         self.chained, self.linked, self.unsealed = GENESIS, 0, 0
         self.expect = expect
         self.expected = None if expect is None else _matches(expect, 0, GENESIS)
+        self.who: tuple[str | None, str | None] = (None, None)
 
     def step(
-        self, intent: Sequence[Any], content: CommitContent | ChainProblem
+        self,
+        intent: Sequence[Any],
+        content: CommitContent | SideContent | ChainProblem,
     ) -> None:
-        seq, intent_id = int(intent[0]), intent[1]
+        seq = int(intent[0])
+        self.who = (
+            (None, f"{intent[7]} {intent[1]!r}")
+            if len(intent) > 7 and intent[7] is not None
+            else (intent[1], None)
+        )
+        intent_id = self.who[0]
         stored_digest, stored_head = intent[4], intent[5]
         if seq != self.seen + 1:
             self.report(seq, intent_id, f"commit {self.seen + 1} is missing")
@@ -172,7 +297,7 @@ class _Walk:
         if isinstance(content, ChainProblem):
             self.problems.append(content)
         else:
-            digest = commit_digest(content)
+            digest = step_digest(content)
             self.previous = link(self.previous, digest)
             self.commits = seq + 1
             if stored_digest is not None and stored_digest != digest:
@@ -190,7 +315,7 @@ class _Walk:
             self.expected = _matches(self.expect, self.commits, self.previous)
 
     def _follow(
-        self, seq: int, intent_id: str, digest: str | None, stored_head: str
+        self, seq: int, intent_id: str | None, digest: str | None, stored_head: str
     ) -> None:
         if self.unsealed:
             self.report(seq, intent_id, "linked after a commit that is not linked")
@@ -204,7 +329,8 @@ class _Walk:
         self.chained, self.linked = stored_head, seq + 1
 
     def report(self, seq: int | None, intent_id: str | None, detail: str) -> None:
-        self.problems.append(ChainProblem(seq, intent_id, detail))
+        side = self.who[1] if seq is not None else None
+        self.problems.append(ChainProblem(seq, intent_id, detail, side))
 
     def check_meta(self, sql: Driver) -> TraceHead | None:
         """Compare ``meta.head`` with the last stored link; return it."""
@@ -235,10 +361,11 @@ def _matches(expect: TraceHead, commits: int, digest: str) -> bool:
 
 
 def _contents(
-    sql: Driver, from_seq: int, legacy: bool = False
-) -> Iterator[tuple[Sequence[Any], CommitContent | ChainProblem]]:
+    sql: Driver, from_seq: int, legacy: bool = False, side: bool = True
+) -> Iterator[tuple[Sequence[Any], CommitContent | SideContent | ChainProblem]]:
     streams = [
-        _stream(sql, query, (from_seq,)) for query in _streams_sql(sql.postgres, legacy)
+        _stream(sql, query, (from_seq,) * query.count("?"))
+        for query in _streams_sql(sql.postgres, legacy, side)
     ]
     try:
         yield from contents_from_rows(*streams)
@@ -287,6 +414,11 @@ _SET_DIGEST_SQL = (
     "UPDATE append_intents SET commit_digest = ? WHERE append_intent_id = ?"
 )
 _SET_HEAD_SQL = "UPDATE append_intents SET head_digest = ? WHERE append_intent_id = ?"
+_SET_SIDE_HEAD_SQL = "UPDATE side_writes SET head_digest = ? WHERE commit_seq = ?"
+_INSERT_SIDE_SQL = (
+    "INSERT INTO side_writes (commit_seq, table_name, row_key, row_digest, "
+    "commit_digest, head_digest) VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 
 def _safe_commit(sql: Driver) -> int:
@@ -297,12 +429,21 @@ def _safe_commit(sql: Driver) -> int:
     return int(safe[1])
 
 
-_UNLINKED_SQL = (
-    "SELECT commit_seq, append_intent_id, commit_digest FROM append_intents "
+_UNLINKED_V2_SQL = (
+    "SELECT commit_seq, append_intent_id, commit_digest, NULL FROM append_intents "
     "WHERE commit_seq > ? AND head_digest IS NULL ORDER BY commit_seq"
 )
+_UNLINKED_SQL = (
+    "SELECT commit_seq, append_intent_id, commit_digest, NULL AS side "
+    "FROM append_intents WHERE commit_seq > ? AND head_digest IS NULL "
+    "UNION ALL SELECT commit_seq, NULL, commit_digest, table_name FROM side_writes "
+    "WHERE commit_seq > ? AND head_digest IS NULL ORDER BY 1"
+)
 _UNSEQUENCED_ONE_SQL = "SELECT 1 FROM append_intents WHERE commit_seq IS NULL LIMIT 1"
-_HIGHEST_SEQ_SQL = "SELECT COALESCE(MAX(commit_seq), -1) FROM append_intents"
+_HIGHEST_SEQ_SQL = (
+    "SELECT COALESCE(MAX(s), -1) FROM (SELECT MAX(commit_seq) AS s "
+    "FROM append_intents UNION ALL SELECT MAX(commit_seq) FROM side_writes) m"
+)
 
 
 # Every stream numbers the intents through one CTE: the stored commit_seq,
@@ -351,13 +492,23 @@ _FRONTIERS_SQL = (
 )
 
 
-def _streams_sql(postgres: bool, legacy: bool) -> tuple[str, ...]:
+_STEPS_SQL = (
+    "SELECT commit_seq, append_intent_id, batch_digest, receipt_json, "
+    "commit_digest, head_digest, committed_at, NULL AS side FROM append_intents "
+    "WHERE commit_seq >= ? UNION ALL "
+    "SELECT commit_seq, row_key, row_digest, NULL, commit_digest, head_digest, "
+    "NULL, table_name FROM side_writes WHERE commit_seq >= ? ORDER BY 1"
+)
+
+
+def _streams_sql(postgres: bool, legacy: bool, side: bool) -> tuple[str, ...]:
     if not legacy:
         numbered, chain = _NUMBERED_V2, "i.commit_digest, i.head_digest"
     else:
         numbered = _NUMBERED_V1_PG if postgres else _NUMBERED_V1_SQLITE
         chain = "NULL, NULL"
+    intents = _STEPS_SQL if side else _INTENTS_SQL
     return tuple(
         query.replace("{numbered}", numbered).replace("{chain}", chain)
-        for query in (_INTENTS_SQL, _CONTEXTS_SQL, _ENTRIES_SQL, _FRONTIERS_SQL)
+        for query in (intents, _CONTEXTS_SQL, _ENTRIES_SQL, _FRONTIERS_SQL)
     )

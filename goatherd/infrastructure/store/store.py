@@ -104,6 +104,7 @@ from goatherd.infrastructure.store.redaction import (
     redaction_batch,
 )
 from goatherd.infrastructure.store.schema import (
+    SCHEMA_V1,
     SCHEMA_VERSION,
     append_intents,
     contexts,
@@ -191,7 +192,7 @@ class SqlAlchemyTraceStore:
         self._bus: EffectPublisher | None = None
         self._blob_limit = DEFAULT_CHECKPOINT_BLOB_LIMIT
         self._postgres = engine.dialect.name == "postgresql"
-        self._high_water = self._postgres and schema == SCHEMA_VERSION
+        self._high_water = self._postgres and schema != SCHEMA_V1
         # Appends reuse one connection (held while the store is open): a pool
         # checkout, reset and checkin (and on PostgreSQL a pre-ping round
         # trip) per append cost as much as the append's own statements.
@@ -638,10 +639,10 @@ class SqlAlchemyTraceStore:
 
     def _head_of(self, driver: Driver) -> TraceHead:
         if not self._legacy:
-            head = linked_head(driver)
+            head = linked_head(driver, side=self._side)
             if head is not None:
                 return head
-        return verify_chain(driver, legacy=self._legacy).head
+        return verify_chain(driver, legacy=self._legacy, side=self._side).head
 
     def _link_if_needed(self) -> None:
         """Link a trace a previous version (or an import) left unlinked."""
@@ -675,11 +676,19 @@ class SqlAlchemyTraceStore:
         """
         wanted = parse_head(expect) if isinstance(expect, str) else expect
         with self._reading() as reader:
-            return verify_chain(reader.driver, wanted, legacy=self._legacy)
+            return verify_chain(
+                reader.driver, wanted, legacy=self._legacy, side=self._side
+            )
 
     @property
     def _legacy(self) -> bool:
-        return self._schema != SCHEMA_VERSION
+        """A schema v1 trace read as it is (numbered as its upgrade will)."""
+        return self._schema == SCHEMA_V1
+
+    @property
+    def _side(self) -> bool:
+        """Whether the trace has ``side_writes`` (schema v3, ADR 0064)."""
+        return self._schema == SCHEMA_VERSION
 
     # ----------------------------------------------------------------- reads
 
