@@ -170,12 +170,14 @@ def test_a_side_row_no_side_line_wrote_is_refused(tmp_path: Path) -> None:
     lines = exported(db)
     number, _ = side_lines(lines)[0]
     del lines[number - 1]
-    with SQLiteTraceStore(tmp_path / "copy.sqlite") as copy:
-        with pytest.raises(
+    with (
+        SQLiteTraceStore(tmp_path / "copy.sqlite") as copy,
+        pytest.raises(
             ImportRejectedError,
             match="materialization_intents row 'mat:1' was written by no side line",
-        ):
-            import_trace(resealed(lines, head=False), copy)
+        ),
+    ):
+        import_trace(resealed(lines, head=False), copy)
 
 
 def test_a_side_line_after_the_ledger_lines_is_refused(tmp_path: Path) -> None:
