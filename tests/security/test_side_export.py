@@ -187,9 +187,11 @@ def test_a_side_line_after_the_ledger_lines_is_refused(tmp_path: Path) -> None:
     number, _ = side_lines(lines)[-1]
     moved = lines.pop(number - 1)
     lines.insert(len(lines) - 1, moved)
-    with SQLiteTraceStore(tmp_path / "copy.sqlite") as copy:
-        with pytest.raises(ImportRejectedError, match="after the ledger") as refused:
-            import_trace(resealed(lines), copy)
+    with (
+        SQLiteTraceStore(tmp_path / "copy.sqlite") as copy,
+        pytest.raises(ImportRejectedError, match="after the ledger") as refused,
+    ):
+        import_trace(resealed(lines), copy)
     assert refused.value.line == len(lines) - 1
 
 
