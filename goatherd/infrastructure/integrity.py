@@ -24,13 +24,17 @@ and column and the check that covers it):
 * **frontiers**, **materializations** and **blobs**: the frontier index
   against its records, the ledger's receipts, and each checkpoint blob against
   the ``checkpoint.created`` record that vouches for it;
+* **side writes**: each materialization ledger row and legacy checkpoint row
+  against the last side step of the chain that wrote its key (ADR 0064): a
+  row that digests otherwise, a row no step wrote, a row a step deleted, a
+  row a step wrote that is gone;
 * **blob store**: every stored byte string against its address, every holder
   against the record that names its blob, every address a live record names
   present;
 * **chain**: every commit digest and head link recomputed from the rows and
   compared with the stored chain (``SqlAlchemyTraceStore.verify_chain``, ADR
-  0038): an edit of anything a commit wrote, a removed commit, or a head that
-  does not match the rows.
+  0038): an edit of anything a commit or a side step wrote, a removed
+  commit, or a head that does not match the rows.
 
 The checks only read. Problems come in a deterministic order: well-formedness
 first, then each check in the order above.
