@@ -22,7 +22,7 @@ from sqlalchemy import text
 from goatherd.domain import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.workspace import WorkspaceState
 from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.store import ledgers, open_trace_store
+from goatherd.infrastructure.store import ledgers, open_trace_store, sealing
 from tests.infrastructure.store.helpers import batch, draft
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ def _write(store: Any, kind: str) -> None:
 
 def _child(url: str, kind: str, phase: str, marker: str) -> None:
     """Write one side row and hang at ``phase``, inside the transaction."""
-    real = ledgers.write_side_step
+    real = sealing.write_side_step
 
     def hang() -> None:
         Path(marker).write_text("ready")
@@ -53,7 +53,8 @@ def _child(url: str, kind: str, phase: str, marker: str) -> None:
         hang()
         return seq
 
-    ledgers.write_side_step = stepped  # type: ignore[assignment]
+    # ledgers calls the step through its module global: patch it there
+    setattr(ledgers, "write_side_step", stepped)  # noqa: B010
     with open_trace_store(url) as store:
         _write(store, kind)
 
