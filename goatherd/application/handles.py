@@ -24,6 +24,7 @@ trace (ADR 0057).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeAlias
@@ -79,6 +80,8 @@ ScopeContextFactory: TypeAlias = Callable[[RuntimeTrace], RuntimeContext]
 """``store -> context``: how ``Scope.new`` runs commands on a store."""
 
 _FACTORY: list[ScopeContextFactory] = []
+_OWN_STORES = "goatherd.infrastructure."
+_COMPOSITION_ROOT = "goatherd.infrastructure.bootstrap"
 
 
 def install_scope_context_factory(factory: ScopeContextFactory) -> None:
@@ -91,6 +94,10 @@ def install_scope_context_factory(factory: ScopeContextFactory) -> None:
 
 
 def _context_for(store: RuntimeTrace) -> RuntimeContext:
+    if not _FACTORY and type(store).__module__.startswith(_OWN_STORES):
+        # goatherd's own store, its package imported lazily: its composition
+        # root installs the factory when loaded (by name: layers point inward).
+        importlib.import_module(_COMPOSITION_ROOT)
     if not _FACTORY:
         raise RuntimeError(
             "Scope.new needs goatherd's composition root: import "

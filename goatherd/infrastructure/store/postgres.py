@@ -5,8 +5,9 @@ Each append transaction locks only what it touches (advisory transaction locks
 on its owners and its intent), plans, and then calls ``goatherd_allocate``
 once. Under a session-level advisory lock held for that one statement, the
 function draws the transaction's log positions and commit numbers from two
-sequences and takes an advisory transaction lock named by its first position
-(and its first commit number), which it holds until it ends.
+sequences and takes a shared advisory transaction lock named by its first
+position (and its first commit number), which it holds until it ends. The
+owner, intent, seal and adapter locks are keyed per trace (``TRACE_SALT``).
 
 A reader first calls ``goatherd_safe``: under the allocation lock (shared),
 the smallest position still held in ``pg_locks`` minus one, else the highest
@@ -26,6 +27,7 @@ from typing import Final
 
 __all__ = [
     "ALLOCATE_SQL",
+    "TRACE_SALT",
     "COMMITS_SEQUENCE",
     "DDL",
     "INT64_MAX",
@@ -70,7 +72,9 @@ BEGIN
             PERFORM setval('{POSITIONS_SEQUENCE}', first_position + positions - 1);
             -- Held until this transaction ends: readers see it in pg_locks
             -- and stop below it (goatherd_safe).
-            PERFORM pg_advisory_xact_lock(
+            -- Shared: only its presence counts, and another trace of the
+            -- database drawing the same number must not wait for it.
+            PERFORM pg_advisory_xact_lock_shared(
                 (first_position >> 32)::integer,
                 (first_position & 4294967295)::bit(32)::integer
             );
@@ -80,7 +84,7 @@ BEGIN
             SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
             first_commit := GREATEST(first_commit, floor);
             PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
-            PERFORM pg_advisory_xact_lock(
+            PERFORM pg_advisory_xact_lock_shared(
                 ((first_commit >> 32) | 1073741824)::integer,
                 (first_commit & 4294967295)::bit(32)::integer
             );
@@ -160,6 +164,13 @@ DDL: Final = (
     _ALLOCATE_FUNCTION,
     _SAFE_FUNCTION,
 )
+
+TRACE_SALT: Final = f"('{POSITIONS_SEQUENCE}'::regclass::oid::bigint << 31)"
+"""SQL for a value naming this trace in its database (its positions sequence).
+
+Advisory locks are per database: a lock key XORed with it is this trace's, so
+writers of traces in other schemas of the same database never wait for it.
+"""
 
 SAFE_SQL: Final = "SELECT goatherd_safe()"
 """Returns ``[safe position, safe commit number]`` (the readers' high-water mark)."""

@@ -393,7 +393,7 @@ def _stream(sql: Driver, query: str, params: Sequence[object]) -> Generator[Any]
 _NAMES = itertools.count()
 
 _META_HEAD_SQL = "SELECT value FROM meta WHERE key = ?"
-_SEAL_LOCK_SQL = "SELECT pg_advisory_xact_lock(1617391937)"
+_SEAL_LOCK_SQL = f"SELECT pg_advisory_xact_lock(1617391937 # {pg.TRACE_SALT})"
 _UPSERT_META_SQL = (
     "INSERT INTO meta (key, value) VALUES (?, ?) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"

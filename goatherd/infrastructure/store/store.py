@@ -57,6 +57,7 @@ from goatherd.domain.store import AppendAuthority, ReadAuthority
 from goatherd.domain.workspace import WorkspaceState
 from goatherd.infrastructure.store import engine as engine_module
 from goatherd.infrastructure.store import ledgers
+from goatherd.infrastructure.store import postgres as pg
 from goatherd.infrastructure.store.appending import (
     Member,
     publish_in,
@@ -135,7 +136,7 @@ __all__ = [
 DEFAULT_CHECKPOINT_BLOB_LIMIT = ledgers.DEFAULT_CHECKPOINT_BLOB_LIMIT
 _LOG = logging.getLogger(__name__)
 _R = TypeVar("_R")
-_ADAPTER_LOCK_SQL = "SELECT pg_advisory_xact_lock(1617391936)"
+_ADAPTER_LOCK_SQL = f"SELECT pg_advisory_xact_lock(1617391936 # {pg.TRACE_SALT})"
 
 
 _T = TypeVar("_T")

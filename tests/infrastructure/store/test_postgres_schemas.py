@@ -7,6 +7,7 @@ many traces in one database (a schema each), and so may a user.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import psycopg
@@ -16,6 +17,8 @@ from sqlalchemy.engine import make_url
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
 from goatherd.infrastructure.store import open_trace_store
+from goatherd.infrastructure.store.appending import _LOCK_SQL
+from goatherd.infrastructure.store.postgres import lock_key
 from tests.infrastructure.backends import _postgres_url
 
 pytestmark = pytest.mark.postgres
@@ -53,3 +56,41 @@ def test_an_append_held_open_in_another_schema_hides_nothing(
             reader.append(TRUSTED_APPEND_CONTEXT, note(5))
             assert reader.max_position() == 5
         held.rollback()
+
+
+@pytest.mark.timeout(120)
+def test_a_writer_held_open_in_another_schema_makes_no_writer_here_wait(
+    two_traces: tuple[str, str],
+) -> None:
+    """The same position, commit number and owner in two traces are two locks.
+
+    Before, the allocation lock of a position was exclusive in the whole
+    database: a fresh trace's first append waited for another trace's open
+    transaction holding its own position 0 (and stalled every allocation).
+    """
+    mine, other = two_traces
+    for trace in (mine, other):
+        with open_trace_store(trace):  # tables and functions of both traces
+            pass
+    url = make_url(other)
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as held:  # a writer of the other trace, mid-commit
+        held.execute("SELECT goatherd_allocate(1, 1)").fetchone()
+        held.execute(
+            _LOCK_SQL.replace("?", "%s"), ([lock_key("o", "agent:a")],)
+        ).fetchone()
+        done: list[int] = []
+
+        def append_here() -> None:
+            with open_trace_store(mine) as store:
+                store.append(TRUSTED_APPEND_CONTEXT, note(0))
+                done.append(store.max_position())
+
+        writer = threading.Thread(target=append_here, daemon=True)
+        writer.start()
+        writer.join(30)
+        stalled = writer.is_alive()
+        held.rollback()
+        writer.join(30)
+    assert not stalled, "the append waited for another trace's transaction"
+    assert done == [0]
