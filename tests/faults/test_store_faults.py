@@ -49,6 +49,7 @@ from goatherd.infrastructure.store import (
 from goatherd.infrastructure.store import (
     engine as store_engine,
 )
+from goatherd.infrastructure.store.appending import _LOCK_SQL
 from goatherd.infrastructure.store.postgres import lock_key
 from tests.fuzz.tables import table_rows
 
@@ -298,8 +299,8 @@ def test_a_postgres_backend_killed_mid_append_fails_clearly_then_retries_once(
         # Hold the owner's lock (an append locks the owners it writes) so the
         # writer's append is inside its transaction, waiting, when killed.
         with psycopg.connect(admin) as holder:
-            holder.execute(
-                "SELECT pg_advisory_xact_lock(%s)", (lock_key("o", "agent:a"),)
+            holder.execute(  # the store's own statement: keys are per trace
+                _LOCK_SQL.replace("?", "%s"), ([lock_key("o", "agent:a")],)
             )
             errors: list[BaseException] = []
 

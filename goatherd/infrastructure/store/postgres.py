@@ -27,12 +27,12 @@ from typing import Final
 
 __all__ = [
     "ALLOCATE_SQL",
-    "TRACE_SALT",
     "COMMITS_SEQUENCE",
     "DDL",
     "INT64_MAX",
     "POSITIONS_SEQUENCE",
     "SAFE_SQL",
+    "TRACE_SALT",
     "lock_key",
     "sequence_restart",
 ]
