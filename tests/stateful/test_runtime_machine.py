@@ -455,7 +455,10 @@ class RuntimeMachine(RuleBasedStateMachine):
         mgr = self.managers[by]
         found = self.agg(by, scope)
         parent = found.parent_owner
-        ok = self.alive(by, scope) and parent is not None and self.alive(by, parent)
+        # Ending a child does not touch its parent's workspace: a parent whose
+        # own workspace ended (a shared scope of a discarded isolated one) may
+        # still merge or discard its children (ADR 0065).
+        ok = self.alive(by, scope) and parent is not None and self.active(by, parent)
         command = mgr.merge if verb == "merge" else mgr.discard
         result = command(scope, seq=self._next_seq())
         assert isinstance(result, Success) == ok, result

@@ -349,3 +349,22 @@ class TestAScopeWhoseWorkspaceEnded:
             assert main._files == files  # nothing was applied
         with SQLiteTraceStore(path) as store:
             assert store.head("root:sh") == 2  # the fork and the first checkpoint
+
+    def test_its_isolated_children_can_still_be_discarded(self, path):
+        """Ending a child leaves the parent's workspace alone: no stranded sandbox."""
+        with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
+            first, second = scope_manager_for(one), scope_manager_for(two)
+            main = sandbox()
+            root = first.create("root", main).unwrap()
+            iso = first.fork_isolated(
+                root.id, "root:iso", None, sandbox(main.repository)
+            ).unwrap()
+            shared = first.fork(iso.id, "root:iso:sh").unwrap()
+            child = first.fork_isolated(
+                shared.id, "root:iso:sh:iso", None, sandbox(main.repository)
+            ).unwrap()
+            assert isinstance(first.discard(iso.id), Success)
+            assert isinstance(second.discard(child.id), Success)
+            ended = first.get(child.id)
+            assert ended is not None
+            assert ended.state is ScopeState.DISCARDED
