@@ -292,18 +292,23 @@ class TestWhatTheTraceDoesNotVouchFor:
             )
 
 
+def _stranding(manager):
+    """A root, its isolated child, and a shared scope working in that child."""
+    main = sandbox()
+    root = manager.create("root", main).unwrap()
+    iso = manager.fork_isolated(
+        root.id, "root:iso", None, sandbox(main.repository)
+    ).unwrap()
+    return main, iso, manager.fork(iso.id, "root:iso:sh").unwrap()
+
+
 class TestAScopeWhoseWorkspaceEnded:
     """A shared child of an isolated scope outlives the sandbox it worked in."""
 
     def test_it_cannot_fork_in_any_manager_or_process(self, path):
         with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
             first, second = scope_manager_for(one), scope_manager_for(two)
-            main = sandbox()
-            root = first.create("root", main).unwrap()
-            iso = first.fork_isolated(
-                root.id, "root:iso", None, sandbox(main.repository)
-            ).unwrap()
-            shared = first.fork(iso.id, "root:iso:sh").unwrap()
+            _main, iso, shared = _stranding(first)
             assert isinstance(first.discard(iso.id), Success)
             seen = second.get(shared.id)
             assert seen is not None
@@ -354,12 +359,7 @@ class TestAScopeWhoseWorkspaceEnded:
         """Ending a child leaves the parent's workspace alone: no stranded sandbox."""
         with SQLiteTraceStore(path) as one, SQLiteTraceStore(path) as two:
             first, second = scope_manager_for(one), scope_manager_for(two)
-            main = sandbox()
-            root = first.create("root", main).unwrap()
-            iso = first.fork_isolated(
-                root.id, "root:iso", None, sandbox(main.repository)
-            ).unwrap()
-            shared = first.fork(iso.id, "root:iso:sh").unwrap()
+            main, iso, shared = _stranding(first)
             child = first.fork_isolated(
                 shared.id, "root:iso:sh:iso", None, sandbox(main.repository)
             ).unwrap()
