@@ -213,7 +213,15 @@ def _settle_with_effect(
     parent_owner = parent_of(child)
     sandbox = ctx.sandbox(parent_owner, f"parent of {child.scope_id} has no sandbox")
     if out.claimed_by != intent:
-        base = _check_live(sandbox, out, verb)
+        try:
+            base = _check_live(sandbox, out, verb)
+        except (ParentMovedError, ApplyConflictError):
+            # Another settle may have claimed this output and landed its effect
+            # on the parent since the fold above: that is the answer, not the
+            # parent's move (which is that settle's own work).
+            ctx.refresh()
+            ctx.model.output(out.output_id).check_claimable(intent)
+            raise
         _claim(ctx, out.output_id, child.owner, parent_owner, verb, intent, base)
     _land(sandbox, out, verb)
     ctx.fault("after-effect", intent)

@@ -265,6 +265,40 @@ class TestBestOfN:
         assert trace_size(store) == before
         assert main.read_file("a.txt") == b"parent\n"
 
+    @pytest.mark.parametrize("loser", ["selected", "applied"])
+    def test_a_settle_whose_output_was_taken_after_its_fold_says_so(
+        self, tmp_path, loser
+    ):
+        # Manager A folds, then manager B settles the output (applied: its
+        # effect lands on the parent) before A looks at the parent. A's answer
+        # is that the output is consumed, not that the parent moved.
+        path = tmp_path / "race.db"
+        main = sandbox()
+        with SQLiteTraceStore(path) as store:
+            mgr = manager(store)
+            parent = mgr.create("agent:main", main).unwrap()
+            wt = sandbox(repository=main.repository)
+            child = mgr.fork_isolated(parent.id, "try", None, wt).unwrap()
+            wt.write_file("x.txt", b"x\n")
+            out = mgr.seal(child.id).unwrap()
+        host = {"scope:agent:main": main, "scope:try": wt}
+        with SQLiteTraceStore(path) as a_store, SQLiteTraceStore(path) as b_store:
+            a = scope_manager_for(a_store, resolver=lambda sid, *_: host.get(sid))
+            b = scope_manager_for(b_store, resolver=lambda sid, *_: host.get(sid))
+            a.get("scope:try")
+            real_capture = main.capture
+
+            def capture_after_b_won():
+                main.capture = real_capture  # type: ignore[method-assign]
+                assert b.settle(out.id, "applied") == Success(None)
+                return real_capture()
+
+            main.capture = capture_after_b_won  # type: ignore[method-assign]
+            error = failure_of(a.settle(out.id, loser))
+            assert main.capture == real_capture  # the race did happen
+        assert isinstance(error, OutputConsumedError), error
+        assert main.read_file("x.txt") == b"x\n"
+
     def test_eight_managers_settling_one_output_give_exactly_one_winner(self, tmp_path):
         # Eight threads, each with its own store object and manager (its own
         # fold of the trace, no shared lock), settle one output with every
