@@ -18,7 +18,8 @@ serves every task, so alternating tasks never reinstalls; it is reinstalled
 when ``pyproject.toml`` changes. Extra arguments after ``check``/``test`` go
 to pytest; after ``demo`` to ``goatherd demo``; after ``bench`` to the bench.
 The tests run on ``-n auto`` pytest-xdist workers with work stealing (``-n 0``
-runs them in one process).
+runs them in one process), with bytecode caching on even where the shell sets
+``PYTHONDONTWRITEBYTECODE`` (the ``__pycache__`` directories are git-ignored).
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def tool(name: str) -> str:
 
 def _pytest_env() -> dict[str, str]:
     env = dict(os.environ)
+    # The suite starts hundreds of interpreters (CLI, MCP servers, killed
+    # sessions); with bytecode writes off, each one compiled the project's
+    # modules again and every worker re-rewrote every test module's asserts.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.setdefault("HYPOTHESIS_PROFILE", "ci" if env.get("CI") else "dev")
     return env
 
