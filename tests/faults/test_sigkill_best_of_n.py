@@ -17,8 +17,8 @@ this process:
    repository holds the chosen answer once, no attempt is left open, and no
    output has two settled records.
 
-The CI form kills at a seeded sample of boundaries; the slow form kills at
-every boundary (``pytest -m slow tests/faults``).
+Every boundary is killed once (``pytest -m slow tests/faults``), and three
+sessions are killed after a seeded random delay.
 """
 
 from __future__ import annotations
@@ -200,13 +200,6 @@ def check_finished(case: Case, store: SQLiteTraceStore, manager: ScopeManager) -
     assert report.ok, report.problems
 
 
-def kill_points() -> list[int]:
-    rng = random.Random(SEED)
-    sample = set(rng.sample(range(1, SESSION_BOUNDARIES + 1), 5))
-    # Always: after the winner's claim, after its landed effect, before its record.
-    return sorted(sample | {31, 32, 33})
-
-
 def test_an_unkilled_session_settles_one_winner_through_every_boundary(
     tmp_path: Path,
 ) -> None:
@@ -229,13 +222,6 @@ def run_killed(case: Case, kill_at: int) -> None:
     assert process.returncode == -signal.SIGKILL, err.decode()
     assert len(case.boundaries()) == kill_at
     check_recovered_then_finish(case)
-
-
-@pytest.mark.parametrize("kill_at", kill_points())
-def test_a_session_killed_at_a_write_boundary_recovers_and_finishes_once(
-    tmp_path: Path, kill_at: int
-) -> None:
-    run_killed(Case(tmp_path), kill_at)
 
 
 @pytest.mark.parametrize(

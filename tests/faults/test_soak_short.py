@@ -1,4 +1,4 @@
-"""The soak in its short form: 8 writer processes for 10 s, every proof must hold.
+"""The soak in its short form: 8 writer processes for 6 s, every proof must hold.
 
 The long form is one command (``.venv/bin/python -m bench.soak --minutes 3
 --db URL``); its figures are in ``docs/reliability.md``. Here the same run is
@@ -18,7 +18,7 @@ from bench.soak import run_soak, soak_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
 
-SECONDS = float(os.environ.get("GOATHERD_SOAK_TEST_SECONDS", "10"))
+SECONDS = float(os.environ.get("GOATHERD_SOAK_TEST_SECONDS", "6"))
 
 
 def check(url: str) -> None:

@@ -105,7 +105,7 @@ def test_leftovers_are_gone_when_exec_times_out(
 ) -> None:
     backend = LandlockBackend(**MECHANISMS[mechanism])  # type: ignore[arg-type]
     request = _script(name, "sleep 30")
-    timed = ExecRequest(request.command, request.args, timeout=2.0)
+    timed = ExecRequest(request.command, request.args, timeout=1.0)
     started = time.monotonic()
     with pytest.raises(ExecTimeoutError, match="timeout"):
         backend.run(timed, writable_roots=[str(inside)], cwd=str(inside))
