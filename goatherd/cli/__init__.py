@@ -21,6 +21,7 @@ library, and a command's module is imported only when it runs.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -92,6 +93,17 @@ def _message(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    try:
+        return _main(argv)
+    finally:
+        if argv is None:
+            # The process's own command line, and the process ends next: the
+            # collector need not walk every object the imports made on the way
+            # out (a third of a second of each ``goatherd mcp`` exit).
+            gc.freeze()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -16,6 +16,7 @@ and settlement of the winner (``selected``) and the losers (``discarded``).
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -96,4 +97,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    gc.freeze()  # the process ends next: no collector walk over the imports
+    sys.exit(code)

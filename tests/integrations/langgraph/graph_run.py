@@ -13,6 +13,7 @@ prints what the graph showed as JSON:
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import Iterator
@@ -136,3 +137,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+    gc.freeze()  # the process ends next: no collector walk over the imports
