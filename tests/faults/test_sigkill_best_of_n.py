@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,7 @@ from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.faults import session
 from tests.infrastructure.sandbox import gitfixtures as fx
+from tests.zygote import Zygote, zygote
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -68,17 +70,25 @@ class Case:
         self.worktrees = base / "worktrees"
         self.journal = base / "journal.txt"
 
-    def start(self, kill_at: int) -> subprocess.Popen[bytes]:
-        argv = [
-            sys.executable,
-            "-m",
-            "tests.faults.session",
+    def start(
+        self, kill_at: int, forks: Zygote | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start the session; with ``forks``, as a fork of that zygote.
+
+        A session killed from outside must be this process's own child (the
+        zygote kills a fork only after its launcher is gone); one that kills
+        itself at a boundary may be a fork.
+        """
+        args = [
             str(self.db),
             str(self.repo),
             str(self.worktrees),
             str(self.journal),
             str(kill_at),
         ]
+        argv = [sys.executable, "-m", "tests.faults.session", *args]
+        if forks is not None:
+            argv = forks.command("tests.faults.session", *args)
         return subprocess.Popen(
             argv,
             cwd=Path(__file__).resolve().parents[2],
@@ -216,8 +226,15 @@ def test_an_unkilled_session_settles_one_winner_through_every_boundary(
         check_finished(case, store, recover(case, store))
 
 
-def run_killed(case: Case, kill_at: int) -> None:
-    process = case.start(kill_at)
+@pytest.fixture(scope="module")
+def forks() -> Iterator[Zygote]:
+    """The sessions killed at a boundary: forks of one pre-imported Python."""
+    with zygote(["tests.faults.session"]) as started:
+        yield started
+
+
+def run_killed(case: Case, kill_at: int, forks: Zygote) -> None:
+    process = case.start(kill_at, forks)
     _, err = process.communicate(timeout=120)
     assert process.returncode == -signal.SIGKILL, err.decode()
     assert len(case.boundaries()) == kill_at
@@ -240,5 +257,7 @@ def test_a_session_killed_after_a_random_delay_recovers_and_finishes_once(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_at", range(1, SESSION_BOUNDARIES + 1))
-def test_every_write_boundary_survives_a_kill(tmp_path: Path, kill_at: int) -> None:
-    run_killed(Case(tmp_path), kill_at)
+def test_every_write_boundary_survives_a_kill(
+    tmp_path: Path, kill_at: int, forks: Zygote
+) -> None:
+    run_killed(Case(tmp_path), kill_at, forks)

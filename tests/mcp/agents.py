@@ -13,17 +13,23 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
+from tests.zygote import Zygote
+
 
 def server_parameters(
-    repo: Path, db: str, worktrees: Path, *extra: str
+    repo: Path, db: str, worktrees: Path, *extra: str, zygote: Zygote | None = None
 ) -> StdioServerParameters:
-    """The command an MCP client runs to start the server (as a user would)."""
-    args = ["-m", "goatherd", "mcp", "--repo", str(repo), "--db", db]
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[*args, "--worktrees", str(worktrees), *extra],
-        env=dict(os.environ),
-    )
+    """The command an MCP client runs to start the server (as a user would).
+
+    With ``zygote``, the server is a fork of that pre-imported Python (for
+    tests that start it dozens of times; see ``tests/zygote.py``).
+    """
+    args = ["mcp", "--repo", str(repo), "--db", db]
+    args += ["--worktrees", str(worktrees), *extra]
+    argv = [sys.executable, "-m", "goatherd", *args]
+    if zygote is not None:
+        argv = zygote.command("goatherd", *args)
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
 
 
 @dataclass

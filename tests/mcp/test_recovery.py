@@ -6,10 +6,15 @@ trace: the environment is listed and resumed (or, if the kill came before
 its fork, no trace of it is left but a closed call), the agent's session is
 done again to its end, the human settles the proposal, and the trace
 verifies with every call answered exactly once.
+
+Every server is ``goatherd mcp`` run as a fork of one pre-imported Python
+(``tests/zygote.py``): a real process, killed for real, without paying the
+SDK's import for each of the eighty or so starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -22,6 +27,7 @@ from goatherd.integrations.mcp.recording import is_call, is_result
 from tests.mcp.agents import Agent, agent, server_parameters
 from tests.mcp.conftest import git, make_project, needs_landlock
 from tests.mcp.human import goatherd, manager_for, settle
+from tests.zygote import Zygote, zygote
 
 pytestmark = [needs_landlock, pytest.mark.integration]
 
@@ -40,9 +46,13 @@ async def _work(me: Agent) -> str:
     return str(proposed["output_id"])
 
 
-def _crashing_run(project: Path, db: str, worktrees: Path, after: int) -> bool:
+def _crashing_run(
+    project: Path, db: str, worktrees: Path, after: int, zygote: Zygote
+) -> bool:
     """Run the session on a server that dies after ``after`` entries."""
-    params = server_parameters(project, db, worktrees, "--crash-after", str(after))
+    params = server_parameters(
+        project, db, worktrees, "--crash-after", str(after), zygote=zygote
+    )
 
     async def main() -> None:
         async with agent(params) as me:
@@ -56,9 +66,10 @@ def _crashing_run(project: Path, db: str, worktrees: Path, after: int) -> bool:
     return False
 
 
-def _restarted_run(project: Path, db: str, worktrees: Path) -> str:
+def _restarted_run(project: Path, db: str, worktrees: Path, zygote: Zygote) -> str:
     async def main() -> str:
-        async with agent(server_parameters(project, db, worktrees)) as me:
+        params = server_parameters(project, db, worktrees, zygote=zygote)
+        async with agent(params) as me:
             listed = await me.ok("list_environments")
             active = [e for e in listed["environments"] if e["state"] == "active"]
             assert len(active) <= 1
@@ -88,13 +99,20 @@ def _entries(db: str, project: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def session_entries(tmp_path_factory: pytest.TempPathFactory) -> int:
+def servers() -> Iterator[Zygote]:
+    """Each round starts two servers: forks of one pre-imported Python."""
+    with zygote(PRELOAD) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def session_entries(tmp_path_factory: pytest.TempPathFactory, servers: Zygote) -> int:
     """How many path entries one uninterrupted session commits."""
     case = tmp_path_factory.mktemp("count")
     project = make_project(case / "project")
     db = str(case / "trace.sqlite")
     before = _entries(db, project) if Path(db).exists() else 0
-    assert not _crashing_run(project, db, case / "w", 10**9)
+    assert not _crashing_run(project, db, case / "w", 10**9, servers)
     return _entries(db, project) - before
 
 
@@ -125,12 +143,13 @@ def _check(project: Path, db: str, worktrees: Path) -> None:
 
 
 CHUNKS = 4
+PRELOAD = ["goatherd.cli", "goatherd.cli.mcp_cmd", "goatherd.integrations.mcp"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_a_server_killed_at_every_write_boundary_recovers(
-    tmp_path: Path, session_entries: int, chunk: int
+    tmp_path: Path, session_entries: int, servers: Zygote, chunk: int
 ) -> None:
     """Each chunk takes every CHUNKS-th boundary, in one repository and trace."""
     assert session_entries > 20
@@ -144,9 +163,9 @@ def test_a_server_killed_at_every_write_boundary_recovers(
             # would cost the suite a minute)
             with manager_for(db, project) as mgr:
                 assert isinstance(mgr.settle(output, "discarded"), Success)
-        crashed = _crashing_run(project, db, worktrees, after)
+        crashed = _crashing_run(project, db, worktrees, after, servers)
         assert crashed, f"the server outlived {after} entries"
-        output = _restarted_run(project, db, worktrees)
+        output = _restarted_run(project, db, worktrees, servers)
     assert settle(db, output, "select") == ""
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     _check(project, db, worktrees)
