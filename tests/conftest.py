@@ -42,9 +42,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # --durations on a 2-core machine). Only the order of the run depends on it: a
 # stale figure costs wall time, never a result.
 LONG_TESTS: dict[str, float] = {
-    "tests/stateful/test_runtime_machine.py": 45,
-    "tests/mcp/test_recovery.py": 26,
-    "tests/faults/test_soak_short.py": 20,
+    "tests/stateful/test_runtime_machine.py": 25,
+    "tests/mcp/test_recovery.py": 8,
+    "tests/faults/test_soak_short.py": 14,
     "tests/cli/test_read_only_user.py": 15,
     "tests/infrastructure/traceui/test_browser.py": 12,
     "tests/application/tasks/test_task_machine.py": 12,
@@ -56,7 +56,7 @@ LONG_TESTS: dict[str, float] = {
     "tests/integration/runtime/test_cross_process.py": 4,
     "tests/integrations/langgraph/test_graph_against_sqlite.py": 4,
     "tests/cli/test_lifecycle.py": 3,
-    "tests/faults/test_sigkill_best_of_n.py": 2,
+    "tests/faults/test_sigkill_best_of_n.py": 1,
     "tests/infrastructure/sandbox/test_landlock_process_tree.py": 2,
 }
 
