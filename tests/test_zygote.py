@@ -7,6 +7,7 @@ sees it end as it ended (exit code or signal). Killing the launcher kills it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -71,12 +72,18 @@ def test_a_fork_killed_by_a_signal_ends_its_caller_by_that_signal(
     assert done.returncode == -signal.SIGKILL
 
 
-def test_killing_the_launcher_kills_the_fork(forks: Zygote) -> None:
+@contextlib.contextmanager
+def _waiting(forks: Zygote) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """A fork that waits for a signal: its launcher and the fork's pid."""
     with subprocess.Popen(
         forks.command(PROBE, "pid"), stdout=subprocess.PIPE, text=True
     ) as launcher:
         assert launcher.stdout is not None
-        pid = int(launcher.stdout.readline())
+        yield launcher, int(launcher.stdout.readline())
+
+
+def test_killing_the_launcher_kills_the_fork(forks: Zygote) -> None:
+    with _waiting(forks) as (launcher, pid):
         launcher.kill()
         assert launcher.wait(timeout=60) == -signal.SIGKILL
     deadline = time.monotonic() + 10
@@ -90,11 +97,7 @@ def test_killing_the_launcher_kills_the_fork(forks: Zygote) -> None:
 
 
 def test_a_fork_runs_in_a_process_of_its_own(forks: Zygote) -> None:
-    with subprocess.Popen(
-        forks.command(PROBE, "pid"), stdout=subprocess.PIPE, text=True
-    ) as launcher:
-        assert launcher.stdout is not None
-        pid = int(launcher.stdout.readline())
+    with _waiting(forks) as (launcher, pid):
         assert pid not in (os.getpid(), launcher.pid)
         os.kill(pid, signal.SIGTERM)
         assert launcher.wait(timeout=60) == -signal.SIGTERM

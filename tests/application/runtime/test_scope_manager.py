@@ -55,6 +55,21 @@ def manager(store) -> ScopeManager:
     return scope_manager_for(store)
 
 
+def sealed_try(path):
+    """A root on a memory sandbox and its isolated child "try" with one sealed
+    output (``x.txt`` added); returns the root's sandbox, the host's sandboxes
+    by scope id and the output."""
+    main = sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = manager(store)
+        parent = mgr.create("agent:main", main).unwrap()
+        wt = sandbox(repository=main.repository)
+        child = mgr.fork_isolated(parent.id, "try", None, wt).unwrap()
+        wt.write_file("x.txt", b"x\n")
+        out = mgr.seal(child.id).unwrap()
+    return main, {"scope:agent:main": main, "scope:try": wt}, out
+
+
 def failure_of(result):
     assert isinstance(result, Failure), result
     return result.failure()
@@ -273,15 +288,7 @@ class TestBestOfN:
         # effect lands on the parent) before A looks at the parent. A's answer
         # is that the output is consumed, not that the parent moved.
         path = tmp_path / "race.db"
-        main = sandbox()
-        with SQLiteTraceStore(path) as store:
-            mgr = manager(store)
-            parent = mgr.create("agent:main", main).unwrap()
-            wt = sandbox(repository=main.repository)
-            child = mgr.fork_isolated(parent.id, "try", None, wt).unwrap()
-            wt.write_file("x.txt", b"x\n")
-            out = mgr.seal(child.id).unwrap()
-        host = {"scope:agent:main": main, "scope:try": wt}
+        main, host, out = sealed_try(path)
         with SQLiteTraceStore(path) as a_store, SQLiteTraceStore(path) as b_store:
             a = scope_manager_for(a_store, resolver=lambda sid, *_: host.get(sid))
             b = scope_manager_for(b_store, resolver=lambda sid, *_: host.get(sid))
@@ -289,11 +296,11 @@ class TestBestOfN:
             real_capture = main.capture
 
             def capture_after_b_won():
-                main.capture = real_capture  # type: ignore[method-assign]
+                main.capture = real_capture
                 assert b.settle(out.id, "applied") == Success(None)
                 return real_capture()
 
-            main.capture = capture_after_b_won  # type: ignore[method-assign]
+            main.capture = capture_after_b_won
             error = failure_of(a.settle(out.id, loser))
             assert main.capture == real_capture  # the race did happen
         assert isinstance(error, OutputConsumedError), error
@@ -304,15 +311,7 @@ class TestBestOfN:
         # fold of the trace, no shared lock), settle one output with every
         # verb at once: exactly one wins, and the effect lands at most once.
         path = tmp_path / "race.db"
-        main = sandbox()
-        with SQLiteTraceStore(path) as store:
-            mgr = manager(store)
-            parent = mgr.create("agent:main", main).unwrap()
-            wt = sandbox(repository=main.repository)
-            child = mgr.fork_isolated(parent.id, "try", None, wt).unwrap()
-            wt.write_file("x.txt", b"x\n")
-            out = mgr.seal(child.id).unwrap()
-        host = {"scope:agent:main": main, "scope:try": wt}
+        main, host, out = sealed_try(path)
         verbs = ["selected", "applied", "released", "discarded"] * 2
         results: list[tuple[str, object]] = []
         barrier = threading.Barrier(8)
