@@ -1,7 +1,8 @@
 """Consume-once and fast-forward across real processes on one trace.
 
-Every racer is a separate Python process that opens the trace, folds it and
-waits on a start file; then all of them run their command at once. The
+Every racer is a separate Python process (a fork of one Python that imported
+the racer, ``tests/zygote.py``) that opens the trace, folds it and waits on a
+start file; then all of them run their command at once. The
 trace must end with exactly one winner, every loser with a typed failure
 and no workspace effect, and the workspace equal to what the trace records.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -38,9 +38,11 @@ from tests.integration.runtime.support import (
     root_sandbox,
     worktree,
 )
+from tests.zygote import Zygote, zygote
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
+RACER = "tests.integration.runtime.racer"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -56,8 +58,21 @@ def open_store(trace: str):
     return open_trace_store(trace) if "://" in trace else SQLiteTraceStore(trace)
 
 
+@pytest.fixture(scope="module")
+def forks() -> Iterator[Zygote]:
+    """The racers: forks of one Python that imported them (``tests/zygote.py``)."""
+    with zygote([RACER]) as started:
+        yield started
+
+
 def race(
-    trace: str, repo: Path, go: Path, commands: list[list[str]], *, hold: bool = True
+    trace: str,
+    repo: Path,
+    go: Path,
+    commands: list[list[str]],
+    forks: Zygote,
+    *,
+    hold: bool = True,
 ) -> list[str]:
     """Run the racers together; ``hold`` releases their claims at one instant."""
     held = go.parent / "held"
@@ -65,15 +80,7 @@ def race(
     env = dict(os.environ, RACER_HOLD=str(held)) if hold else None
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.integration.runtime.racer",
-                trace,
-                str(repo),
-                str(go),
-                *command,
-            ],
+            forks.command(RACER, trace, str(repo), str(go), *command),
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -156,7 +163,9 @@ def files(repo: Path) -> dict[str, bytes]:
     }
 
 
-def test_sibling_outputs_selected_by_several_processes_have_one_winner(trace, tmp_path):
+def test_sibling_outputs_selected_by_several_processes_have_one_winner(
+    trace, tmp_path, forks
+):
     repo, outs = siblings(trace, tmp_path, 4, same_file=False)
     go = tmp_path / "go"
     outputs = race(
@@ -164,6 +173,7 @@ def test_sibling_outputs_selected_by_several_processes_have_one_winner(trace, tm
         repo,
         go,
         [["settle", out, "selected", str(9000 + i)] for i, out in enumerate(outs)],
+        forks,
     )
     assert results(outputs) == Counter({"Success": 1, "ParentMovedError": 3})
     with open_store(trace) as store:
@@ -192,11 +202,15 @@ def test_sibling_outputs_selected_by_several_processes_have_one_winner(trace, tm
         assert verify_trace(store).ok
 
 
-def test_one_output_settled_by_eight_processes_settles_once(trace, tmp_path):
+def test_one_output_settled_by_eight_processes_settles_once(trace, tmp_path, forks):
     repo, (out,) = siblings(trace, tmp_path, 1, same_file=True)
     go = tmp_path / "go"
     outputs = race(
-        trace, repo, go, [["settle", out, "selected", str(100 + i)] for i in range(8)]
+        trace,
+        repo,
+        go,
+        [["settle", out, "selected", str(100 + i)] for i in range(8)],
+        forks,
     )
     counts = results(outputs)
     assert counts["Success"] == 1
@@ -212,7 +226,9 @@ def test_one_output_settled_by_eight_processes_settles_once(trace, tmp_path):
     assert files(repo) == {"base.txt": b"base\n", "answer.txt": b"0\n"}
 
 
-def test_one_checkpoint_restored_by_eight_processes_restores_once(trace, tmp_path):
+def test_one_checkpoint_restored_by_eight_processes_restores_once(
+    trace, tmp_path, forks
+):
     repo = make_repo(tmp_path / "repo", {"base.txt": b"base\n"})
     with open_store(trace) as store:
         mgr = scope_manager_for(store)
@@ -222,7 +238,7 @@ def test_one_checkpoint_restored_by_eight_processes_restores_once(trace, tmp_pat
     (repo / "junk.txt").write_bytes(b"junk\n")
     go = tmp_path / "go"
     outputs = race(
-        trace, repo, go, [["restore", cp.id, str(500 + i)] for i in range(8)]
+        trace, repo, go, [["restore", cp.id, str(500 + i)] for i in range(8)], forks
     )
     counts = results(outputs)
     assert counts["Success"] == 1
@@ -248,7 +264,7 @@ def test_one_checkpoint_restored_by_eight_processes_restores_once(trace, tmp_pat
 
 
 def test_sibling_outputs_applied_by_several_processes_land_one_at_a_time(
-    trace, tmp_path
+    trace, tmp_path, forks
 ):
     repo, outs = siblings(trace, tmp_path, 3, same_file=False)
     go = tmp_path / "go"
@@ -257,6 +273,7 @@ def test_sibling_outputs_applied_by_several_processes_land_one_at_a_time(
         repo,
         go,
         [["settle", out, "applied", str(700 + i)] for i, out in enumerate(outs)],
+        forks,
     )
     counts = results(outputs)
     assert counts["Success"] >= 1
