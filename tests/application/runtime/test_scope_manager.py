@@ -295,14 +295,18 @@ class TestBestOfN:
             a.get("scope:try")
             real_capture = main.capture
 
+            after_b: list[tuple[int, int]] = []
+
             def capture_after_b_won():
                 main.capture = real_capture
                 assert b.settle(out.id, "applied") == Success(None)
+                after_b.append(trace_size(b_store))
                 return real_capture()
 
             main.capture = capture_after_b_won
             error = failure_of(a.settle(out.id, loser))
             assert main.capture == real_capture  # the race did happen
+            assert trace_size(a_store) == after_b[0]  # the loser recorded nothing
         assert isinstance(error, OutputConsumedError), error
         assert main.read_file("x.txt") == b"x\n"
 
