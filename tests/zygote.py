@@ -150,8 +150,7 @@ def _serve(path: str) -> None:
     selector.register(server, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "child")
     selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "stdin")
-    children: dict[int, socket.socket] = {}
-    by_conn: dict[socket.socket, int] = {}
+    children: dict[int, socket.socket] = {}  # fork pid -> its launcher
     print("ready", flush=True)
     while True:
         for key, _ in selector.select(timeout=1.0):
@@ -172,7 +171,7 @@ def _serve(path: str) -> None:
                 if pid == 0:
                     selector.close()
                     server.close()
-                    for other in by_conn:
+                    for other in children.values():
                         other.close()
                     conn.close()
                     _run_child(request, fds)
@@ -180,28 +179,23 @@ def _serve(path: str) -> None:
                     os.close(fd)
                 conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
                 children[pid] = conn
-                by_conn[conn] = pid
-                selector.register(conn, selectors.EVENT_READ, "launcher")
-            elif key.data == "launcher":
-                # The launcher sends nothing more: readable means it is gone.
+                selector.register(conn, selectors.EVENT_READ, pid)
+            elif isinstance(key.data, int):
+                # A launcher sends nothing more: readable means it is gone.
                 gone = key.fileobj
                 assert isinstance(gone, socket.socket)
                 if not gone.recv(1):
                     with contextlib.suppress(ProcessLookupError):
-                        os.kill(by_conn[gone], signal.SIGKILL)
+                        os.kill(key.data, signal.SIGKILL)
                     selector.unregister(gone)
             # key.data == "child" (or a timeout): reap below
         with contextlib.suppress(BlockingIOError):
             while wake_r.recv(4096):
                 pass
-        _reap(children, by_conn, selector)
+        _reap(children, selector)
 
 
-def _reap(
-    children: dict[int, socket.socket],
-    by_conn: dict[socket.socket, int],
-    selector: selectors.BaseSelector,
-) -> None:
+def _reap(children: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:
     while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -210,7 +204,6 @@ def _reap(
         if pid == 0:
             return
         conn = children.pop(pid)
-        by_conn.pop(conn, None)
         with contextlib.suppress(KeyError, ValueError):
             selector.unregister(conn)
         if os.WIFSIGNALED(status):
