@@ -49,7 +49,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goatherd.domain.effects import EffectEvent
 from goatherd.domain.store import TraceStore
@@ -123,6 +123,44 @@ class _AllowedHosts:
                 await response(scope, receive, send)
                 return
         await self._app(scope, receive, send)
+
+
+# Sent with every response: the page loads only its own script, style and
+# API (no inline code, no other origin), may not be framed, and no response
+# is sniffed into another type (a payload served as JSON stays JSON).
+CONTENT_SECURITY_POLICY: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS: Final = (
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+
+
+class _SecurityHeaders:
+    """Add :data:`SECURITY_HEADERS` to every HTTP response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(n, v) for n, v in SECURITY_HEADERS if n not in names]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self._app(scope, receive, send_with_headers)
 
 
 def memory_index_engine() -> Engine:
@@ -390,7 +428,9 @@ def close_event_streams(app: object) -> None:
     ends by itself; each ends cleanly after sending what it buffered (a page
     reconnects and repairs from ``/api/records``). Any thread may call it.
     """
-    inner = app._app if isinstance(app, _AllowedHosts) else app
+    inner = app
+    while isinstance(inner, _SecurityHeaders | _AllowedHosts):
+        inner = inner._app
     service = getattr(getattr(inner, "state", None), "service", None)
     if isinstance(service, _Service):
         service.close_streams()
@@ -427,4 +467,4 @@ def create_app(
         ]
     )
     app.state.service = service
-    return _AllowedHosts(app, allowed_hosts)
+    return _SecurityHeaders(_AllowedHosts(app, allowed_hosts))

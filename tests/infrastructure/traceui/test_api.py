@@ -261,3 +261,38 @@ def test_addresses_need_a_port() -> None:
     assert parse_addr("[::1]:80") == ("::1", 80)
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_addr("localhost")
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/", 200),
+        ("/static/app.js", 200),
+        ("/static/style.css", 200),
+        ("/api/health", 200),
+        ("/api/records", 200),
+        ("/api/records?limit=x", 400),
+        ("/api/records/sha256:nothing", 404),
+        ("/api/events", 503),
+        ("/static/missing.js", 404),
+    ],
+)
+def test_every_response_is_unsniffable_unframeable_and_self_only(
+    client, path: str, status: int
+) -> None:
+    response = client.get(path)
+    assert response.status_code == status
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["x-frame-options"] == "DENY"
+    policy = response.headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "script-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert "unsafe-inline" not in policy
+    assert response.headers["referrer-policy"] == "no-referrer"
+
+
+def test_a_refused_host_gets_the_headers_too(client) -> None:
+    response = client.get("/", headers={"Host": "evil.example"})
+    assert response.status_code == 421
+    assert response.headers["x-frame-options"] == "DENY"
