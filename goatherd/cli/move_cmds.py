@@ -54,4 +54,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _import(source: IO[bytes], args: argparse.Namespace) -> ImportSummary:
     lines = read_export_lines(source, args.max_line_bytes)
-    return import_trace_to(args.db, lines, max_line_bytes=args.max_line_bytes)
+    return import_trace_to(
+        args.db,
+        lines,
+        max_line_bytes=args.max_line_bytes,
+        accept_headless=args.accept_headless,
+    )

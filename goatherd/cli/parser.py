@@ -411,6 +411,12 @@ def _moving(sub: Subparsers[argparse.ArgumentParser]) -> None:
         metavar="N",
         help=f"refuse lines longer than N bytes (default {DEFAULT_MAX_LINE_BYTES})",
     )
+    imp.add_argument(
+        "--accept-headless",
+        action="store_true",
+        help="import an export whose end line names no head (made before heads "
+        "were written); its commit chain then goes unchecked",
+    )
 
 
 def _module_option(parser: argparse.ArgumentParser) -> None:

@@ -34,7 +34,12 @@ and column and the check that covers it):
 * **chain**: every commit digest and head link recomputed from the rows and
   compared with the stored chain (``SqlAlchemyTraceStore.verify_chain``, ADR
   0038): an edit of anything a commit or a side step wrote, a removed
-  commit, or a head that does not match the rows.
+  commit, a head that does not match the rows, or a digest or link cleared
+  after the first stored one (a commit stores its digest, and on SQLite its
+  link, when it commits);
+* **objects**: every trigger, rule and view in the trace's database, and
+  every index on a goatherd table that goatherd does not create
+  (``integrity_objects.py``).
 
 The checks only read. Problems come in a deterministic order: well-formedness
 first, then each check in the order above.
@@ -47,6 +52,7 @@ from dataclasses import dataclass, field
 
 from goatherd.domain.errors import GoatherdError
 from goatherd.infrastructure.integrity_checks import Verifier
+from goatherd.infrastructure.integrity_objects import check_objects
 from goatherd.infrastructure.integrity_rows import load_rows
 from goatherd.infrastructure.store.chain import TraceHead, parse_head
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
@@ -184,6 +190,10 @@ def verify_trace(
     tick("rows", 1, 1)
     Verifier(rows, problems.add, tick).run()
     chain = _check_chain(store, problems, expect)
+    with store.engine.connect() as conn:
+        check_objects(conn, problems.add)
+        conn.rollback()
+    tick("objects", 1, 1)
     return IntegrityReport(
         records=len(rows.records),
         path_entries=len(rows.entries),

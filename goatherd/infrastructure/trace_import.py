@@ -172,8 +172,13 @@ def import_trace(
     *,
     progress: Progress | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    accept_headless: bool = False,
 ) -> ImportSummary:
     """Prove an exported trace line by line into the empty ``store``, atomically.
+
+    ``accept_headless``: import an end line that names no head (an export
+    made before heads were written). Its chain then goes unchecked, so a field
+    only the chain covers could have been edited; the default refuses it.
 
     Raises:
         ImportRejectedError: a line that cannot be proven, a line longer than
@@ -181,7 +186,7 @@ def import_trace(
     """
     with store.transaction() as conn:
         _require_empty(conn)
-        importer = _Importer(conn, max_line_bytes)
+        importer = _Importer(conn, max_line_bytes, accept_headless=accept_headless)
         for number, raw in enumerate(lines, start=1):
             importer.feed(number, raw)
             if progress is not None and number % 500 == 0:
@@ -227,6 +232,7 @@ class _Counts:
 class _Importer:
     conn: Connection
     max_line_bytes: int
+    accept_headless: bool = False
     digest: Any = field(default_factory=hashlib.sha256)
     counts: _Counts = field(default_factory=_Counts)
     number: int = 0
@@ -294,7 +300,7 @@ class _Importer:
         if number == 1:
             _prove_header(number, obj)
         elif obj.get("type") == "end":
-            _prove_end(number, obj, self.digest)
+            _prove_end(number, obj, self.digest, self.accept_headless)
             self.end = (number, obj.get("head"))
             self.seen_end = True
             return
@@ -507,10 +513,13 @@ class _Importer:
     def check_head(self, head: str) -> None:
         """Refuse unless the imported chain ends at the head the export names.
 
-        Exports made before the head was written have none: nothing to check.
+        The end line's head is required (:func:`_prove_end`) unless the
+        caller accepted a headless export.
         """
         number, noted = self.end
-        if noted is not None and noted != head:
+        if noted is None and self.accept_headless:
+            return
+        if noted != head:
             raise ImportRejectedError(
                 number,
                 f"the imported commits chain to head {head}, the export names "
@@ -622,9 +631,141 @@ def _decode(number: int, raw: str | bytes, limit: int) -> tuple[str, bytes]:
     return text, data if data.endswith(b"\n") else data + b"\n"
 
 
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(
+                    f"duplicate key {key!r} (a reader keeping the first would see "
+                    "other content than one keeping the last)"
+                )
+            seen.add(key)
+    return obj
+
+
+# The keys each kind of line (and each object inside an intent line) may
+# carry: what export writes. A key outside these is refused, never dropped.
+_CONTEXT_KEYS: Final = frozenset(
+    {
+        "context_id",
+        "active_binding_refs",
+        "capability_witness_refs",
+        "semantic_environment_refs",
+        "visibility_policy_refs",
+        "substrate_ref",
+        "containment",
+    }
+)
+_LINE_KEYS: Final[dict[str, frozenset[str]]] = {
+    "header": frozenset({"type", "format", "abi_version", "schema_version", "records"}),
+    "end": frozenset({"type", "lines", "sha256", "head"}),
+    "intent": frozenset(
+        {
+            "type",
+            "append_intent_id",
+            "batch_digest",
+            "committed_at",
+            "receipt",
+            "contexts",
+            "records",
+            "entries",
+            "frontiers",
+        }
+    ),
+    "side": frozenset({"type", "table", "row_key", "row_digest"}),
+    "materialization": frozenset(
+        {"type", "materialize_intent_id", "request_digest", "receipt", "completed_at"}
+    ),
+    "checkpoint": frozenset(
+        {
+            "type",
+            "checkpoint_id",
+            "scope_id",
+            "seq",
+            "state",
+            "snapshot_b64",
+            "created_at_unixnano",
+        }
+    ),
+    "blob": frozenset({"type", "digest", "data_b64", "holders"}),
+}
+_INTENT_PARTS: Final[dict[str, frozenset[str]]] = {
+    "contexts": _CONTEXT_KEYS,
+    "records": frozenset(
+        {
+            "record_id",
+            "schema_ref",
+            "mode",
+            "witness_ref",
+            "caused_by",
+            "payload",
+            "redacted_by",
+        }
+    ),
+    "entries": frozenset(
+        {
+            "path_ref",
+            "path_ordinal",
+            "record_id",
+            "retained_context_ref",
+            "kind_label",
+            "commit_receipt",
+            "position",
+        }
+    ),
+    "frontiers": frozenset(
+        {
+            "frontier_id",
+            "target_trace_owner_id",
+            "through_fact_id",
+            "through_owner_ordinal",
+            "publisher_trace_owner_id",
+            "created_by_fact_id",
+        }
+    ),
+}
+
+
+def _refuse_unknown_keys(number: int, obj: dict[str, Any]) -> None:
+    kind = obj.get("type")
+    allowed = _LINE_KEYS.get(kind) if isinstance(kind, str) else None
+    if allowed is None:
+        return  # the line's own check names an unknown type
+    _only(number, obj, allowed, f"a {kind} line")
+    if kind != "intent":
+        return
+    for part, keys in _INTENT_PARTS.items():
+        items = obj.get(part)
+        if not isinstance(items, list):
+            continue
+        for index, item in enumerate(items):
+            if isinstance(item, dict):
+                _only(number, item, keys, f"{part}[{index}]")
+
+
+def _only(number: int, obj: dict[str, Any], allowed: frozenset[str], what: str) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        shown = ", ".join(repr(key[:64]) for key in unknown[:3])
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        raise ImportRejectedError(
+            number,
+            f"{what} has unknown key(s) {shown}{more} (an export writes none: "
+            "nothing is dropped silently)",
+        )
+
+
 def _parse(number: int, text: str) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as exc:
+        raise ImportRejectedError(number, str(exc)) from None
     except RecursionError:
         raise ImportRejectedError(
             number, "the line nests JSON deeper than the parser allows"
@@ -633,6 +774,7 @@ def _parse(number: int, text: str) -> dict[str, Any]:
         raise ImportRejectedError(number, f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise ImportRejectedError(number, "a line must be a JSON object")
+    _refuse_unknown_keys(number, obj)
     return obj
 
 
@@ -645,7 +787,9 @@ def _prove_header(number: int, obj: dict[str, Any]) -> None:
         )
 
 
-def _prove_end(number: int, obj: dict[str, Any], digest: Any) -> None:
+def _prove_end(
+    number: int, obj: dict[str, Any], digest: Any, accept_headless: bool
+) -> None:
     if obj.get("lines") != number - 1:
         raise ImportRejectedError(
             number, f"end line counts {obj.get('lines')} lines, found {number - 1}"
@@ -653,6 +797,18 @@ def _prove_end(number: int, obj: dict[str, Any], digest: Any) -> None:
     if obj.get("sha256") != digest.hexdigest():
         raise ImportRejectedError(
             number, "the lines do not match the end line's SHA-256"
+        )
+    head = obj.get("head")
+    if head is None and accept_headless:
+        return
+    if not isinstance(head, str) or not head:
+        # Without it the chain goes unchecked, and any field only the chain
+        # covers could be edited with nothing but the file's SHA-256 redone.
+        raise ImportRejectedError(
+            number,
+            "the end line names no head (every export writes one; for an export "
+            "made before heads were written, --accept-headless imports it "
+            "without the chain check)",
         )
 
 
@@ -668,6 +824,7 @@ def import_trace_to(
     *,
     progress: Progress | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    accept_headless: bool = False,
 ) -> ImportSummary:
     """Import into a NEW database at ``target`` (a path or URL), all or nothing.
 
@@ -681,14 +838,31 @@ def import_trace_to(
     Raises:
         ImportRejectedError: an unprovable line, or a target that exists.
     """
+    options = _Options(progress, max_line_bytes, accept_headless)
     if "://" not in target:
-        return _import_to_file(target, lines, progress, max_line_bytes)
+        return _import_to_file(target, lines, options)
     url = make_url(target)
     if url.get_backend_name() == "sqlite":
-        return _import_to_file(
-            url.database or ":memory:", lines, progress, max_line_bytes
+        return _import_to_file(url.database or ":memory:", lines, options)
+    return _import_to_server(target, lines, options)
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    progress: Progress | None
+    max_line_bytes: int
+    accept_headless: bool
+
+    def run(
+        self, lines: Iterable[str | bytes], store: SqlAlchemyTraceStore
+    ) -> ImportSummary:
+        return import_trace(
+            lines,
+            store,
+            progress=self.progress,
+            max_line_bytes=self.max_line_bytes,
+            accept_headless=self.accept_headless,
         )
-    return _import_to_server(target, lines, progress, max_line_bytes)
 
 
 def _has_trace_tables(url: str) -> bool:
@@ -701,10 +875,7 @@ def _has_trace_tables(url: str) -> bool:
 
 
 def _import_to_file(
-    location: str,
-    lines: Iterable[str | bytes],
-    progress: Progress | None,
-    max_line_bytes: int,
+    location: str, lines: Iterable[str | bytes], options: _Options
 ) -> ImportSummary:
     if location == ":memory:":
         raise ImportRejectedError(0, "import needs a database file, not :memory:")
@@ -720,9 +891,7 @@ def _import_to_file(
     temporary = Path(name)
     try:
         with open_trace_store(temporary) as store:
-            summary = import_trace(
-                lines, store, progress=progress, max_line_bytes=max_line_bytes
-            )
+            summary = options.run(lines, store)
         try:
             os.link(temporary, path)
         except FileExistsError:
@@ -740,17 +909,12 @@ def _side_files(path: Path) -> tuple[Path, ...]:
 
 
 def _import_to_server(
-    url: str,
-    lines: Iterable[str | bytes],
-    progress: Progress | None,
-    max_line_bytes: int,
+    url: str, lines: Iterable[str | bytes], options: _Options
 ) -> ImportSummary:
     fresh = not _has_trace_tables(url)
     with open_trace_store(url) as store:
         try:
-            return import_trace(
-                lines, store, progress=progress, max_line_bytes=max_line_bytes
-            )
+            return options.run(lines, store)
         except ImportRejectedError:
             if fresh:
                 with store.transaction() as conn:

@@ -47,6 +47,7 @@ from goatherd.infrastructure.store.codec import (
     redacted_by,
     storage_json,
 )
+from goatherd.infrastructure.store.limits import DEFAULT_LIMITS
 from goatherd.infrastructure.store.schema import (
     append_intents,
     contexts,
@@ -673,6 +674,12 @@ def text_field(obj: dict[str, Any], key: str, *, empty: bool = True) -> str:
         raise ValueError(f"{key} contains NUL")
     if not empty and not value:
         raise ValueError(f"{key} is empty")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > DEFAULT_LIMITS.identifier_bytes:
+        raise ValueError(
+            f"{key} is {size} bytes, over the {DEFAULT_LIMITS.identifier_bytes}-byte "
+            "limit on identifiers an append keeps too"
+        )
     return value
 
 

@@ -49,7 +49,8 @@ def sealed(objs: list[Obj]) -> list[str]:
         if o["type"] != "end"
     ]
     digest = hashlib.sha256("".join(body).encode("utf-8")).hexdigest()
-    end = {"lines": len(body), "sha256": digest, "type": "end"}
+    head = next(o["head"] for o in objs if o["type"] == "end")
+    end = {"head": head, "lines": len(body), "sha256": digest, "type": "end"}
     return [*body, json.dumps(end, sort_keys=True, separators=(",", ":")) + "\n"]
 
 
@@ -352,3 +353,64 @@ class CountingStream(io.BytesIO):
         data = super().readline(size)
         self.sizes.append(len(data))
         return data
+
+
+def test_an_end_line_without_a_head_is_refused(lines: list[Obj]) -> None:
+    # Without the head the chain goes unchecked: any field only the chain
+    # covers could be edited with nothing but the file's SHA-256 redone.
+    text = sealed(lines)
+    end = json.loads(text[-1])
+    del end["head"]
+    text[-1] = json.dumps(end, sort_keys=True, separators=(",", ":")) + "\n"
+    with SQLiteTraceStore() as target:
+        before = table_rows(target.engine)
+        with pytest.raises(ImportRejectedError, match="names no head"):
+            import_trace(text, target)
+        assert table_rows(target.engine) == before
+
+
+def test_a_duplicate_key_is_refused_naming_the_line(lines: list[Obj]) -> None:
+    text = sealed(lines)
+    number = next(n for n, line in enumerate(text) if '"payload":{' in line)
+    # A second "payload" inside a record: a reader keeping the first would
+    # see other content than one keeping the last.
+    text[number] = text[number].replace('"payload":{', '"payload":{},"payload":{', 1)
+    body = "".join(text[:-1]).encode("utf-8")
+    end = json.loads(text[-1])
+    end["sha256"] = hashlib.sha256(body).hexdigest()
+    text[-1] = json.dumps(end, sort_keys=True, separators=(",", ":")) + "\n"
+    with (
+        SQLiteTraceStore() as target,
+        pytest.raises(
+            ImportRejectedError, match=rf"^line {number + 1}: duplicate key 'payload'"
+        ),
+    ):
+        import_trace(text, target)
+
+
+@pytest.mark.parametrize("where", ["line", "record", "entry", "context", "header"])
+def test_an_unknown_key_is_refused_not_dropped(lines: list[Obj], where: str) -> None:
+    first = intent(lines, 0)
+    target_obj = {
+        "line": first,
+        "record": first["records"][0],
+        "entry": first["entries"][0],
+        "context": first["contexts"][0],
+        "header": lines[0],
+    }[where]
+    target_obj["extra"] = "hidden"
+    with (
+        SQLiteTraceStore() as target,
+        pytest.raises(ImportRejectedError, match=r"unknown key.*'extra'"),
+    ):
+        import_trace(sealed(lines), target)
+
+
+def test_an_identifier_over_the_append_limit_is_refused(lines: list[Obj]) -> None:
+    entry = next(e for e in intent(lines, 0)["entries"] if e["position"] is not None)
+    entry["kind_label"] = "k" * (1 << 20)
+    with (
+        SQLiteTraceStore() as target,
+        pytest.raises(ImportRejectedError, match="kind_label is 1048576 bytes"),
+    ):
+        import_trace(sealed(lines), target)

@@ -177,7 +177,7 @@ def test_a_side_row_no_side_line_wrote_is_refused(tmp_path: Path) -> None:
             match="materialization_intents row 'mat:1' was written by no side line",
         ),
     ):
-        import_trace(resealed(lines, head=False), copy)
+        import_trace(resealed(lines, head=False), copy, accept_headless=True)
 
 
 def test_a_side_line_after_the_ledger_lines_is_refused(tmp_path: Path) -> None:
@@ -208,6 +208,13 @@ def test_an_export_made_before_v3_imports_with_its_side_rows_chained_last(
         # the read-only opener's head of the v2 file is the one its import ends at
         assert summary.head == head_of(v2) == json.loads(lines[-1])["head"]
         assert verify_trace(copy).ok
-    # and an export that predates the head in the end line imports too
-    with SQLiteTraceStore(tmp_path / "copy2.sqlite") as copy:
-        assert import_trace(resealed(lines, head=False), copy).head == head_of(v2)
+    # an export that predates the head in the end line is refused by default
+    # (its chain would go unchecked), and imports when the caller accepts that
+    with (
+        SQLiteTraceStore(tmp_path / "copy2.sqlite") as copy,
+        pytest.raises(ImportRejectedError, match="names no head"),
+    ):
+        import_trace(resealed(lines, head=False), copy)
+    with SQLiteTraceStore(tmp_path / "copy3.sqlite") as copy:
+        headless = resealed(lines, head=False)
+        assert import_trace(headless, copy, accept_headless=True).head == head_of(v2)

@@ -243,9 +243,9 @@ def verify_chain(
     ``side_writes`` table), its side rows chained after its last commit in
     memory, as its upgrade will.
     """
-    walk = _Walk(expect)
-    safe = pg.INT64_MAX if legacy else _safe_commit(sql)
     side = side and not legacy
+    walk = _Walk(expect, strict=side, postgres=sql.postgres)
+    safe = pg.INT64_MAX if legacy else _safe_commit(sql)
     complete = True
     for intent, content in _contents(sql, 0, legacy, side):
         if int(intent[0]) > safe:
@@ -269,7 +269,16 @@ def verify_chain(
 class _Walk:
     """The chain recomputed from the rows, and the stored chain beside it."""
 
-    def __init__(self, expect: TraceHead | None) -> None:
+    def __init__(
+        self, expect: TraceHead | None, *, strict: bool = False, postgres: bool = False
+    ) -> None:
+        # strict: a schema v3 trace, whose every commit and side step stores
+        # its digest when it commits, and (SQLite) its link too: a missing
+        # one after the first stored is a cleared cell, not a commit waiting
+        # for its seal. On PostgreSQL :func:`seal` links later, so only a
+        # missing digest is a finding there.
+        self.strict, self.postgres = strict, postgres
+        self.digested = False
         self.problems: list[ChainProblem] = []
         self.previous, self.commits, self.seen = GENESIS, 0, -1
         self.chained, self.linked, self.unsealed = GENESIS, 0, 0
@@ -294,6 +303,7 @@ class _Walk:
             self.report(seq, intent_id, f"commit {self.seen + 1} is missing")
         self.seen = seq
         digest: str | None = None
+        self._check_stored(seq, intent_id, stored_digest, stored_head)
         if isinstance(content, ChainProblem):
             self.problems.append(content)
         else:
@@ -313,6 +323,33 @@ class _Walk:
             self._follow(seq, intent_id, stored_digest or digest, stored_head)
         if self.expect is not None and not self.expected:
             self.expected = _matches(self.expect, self.commits, self.previous)
+
+    def _check_stored(
+        self,
+        seq: int,
+        intent_id: str | None,
+        stored_digest: str | None,
+        stored_head: str | None,
+    ) -> None:
+        if not self.strict:
+            return
+        if stored_digest is None and self.digested:
+            self.report(
+                seq,
+                intent_id,
+                "its commit digest is missing, though every commit after the "
+                "first digested one stores its digest when it commits (the cell "
+                "was cleared)",
+            )
+        self.digested = self.digested or stored_digest is not None
+        if stored_head is None and self.linked and not self.postgres:
+            self.report(
+                seq,
+                intent_id,
+                "its head digest is missing, though on SQLite every commit after "
+                "the first linked one is linked when it commits (the cell was "
+                "cleared)",
+            )
 
     def _follow(
         self, seq: int, intent_id: str | None, digest: str | None, stored_head: str
