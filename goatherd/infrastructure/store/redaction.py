@@ -80,15 +80,23 @@ class Redaction:
         redaction_record_id: the redaction record's id (what erased bodies name).
         erased: the erased record ids, sorted.
         wal_truncated: SQLite: whether the WAL was checkpointed and truncated
-            after the commit (``False`` while another connection held an old
-            snapshot: the erased bytes may stay in the ``-wal`` file until the
-            next checkpoint); always ``True`` on PostgreSQL and for a replay.
+            after the commit; the store waits up to its busy timeout for
+            readers holding an old snapshot and for the background
+            checkpointer (``False``: one still held it then, and the erased
+            bytes may stay in the ``-wal`` file until the next checkpoint);
+            always ``True`` on PostgreSQL and for a replay.
+        bytes_left: SQLite: the erased ids whose old body could still be
+            read from the database file or its ``-wal`` after the checkpoint
+            (pieces of each body are looked for on disk; empty when every one
+            is gone). Always empty on PostgreSQL, whose old row versions stay
+            until ``VACUUM FULL`` (docs/reliability.md).
     """
 
     receipt: AppendReceipt
     redaction_record_id: str
     erased: tuple[str, ...]
     wal_truncated: bool = True
+    bytes_left: tuple[str, ...] = ()
 
 
 def redaction_batch(
@@ -131,11 +139,12 @@ def redact_in(
     batch: AppendBatch,
     contexts: ContextLookup,
     limits: AppendLimits,
-) -> tuple[Redaction, list[MemberPlan]]:
+) -> tuple[Redaction, list[MemberPlan], dict[str, str]]:
     """Record the redaction ``batch`` and erase what it names, in the open transaction.
 
     A replay of a committed redaction intent returns its stored receipt and
-    erases nothing more.
+    erases nothing more. The third value holds each erased record's stored
+    body as it was, for the check that its bytes left the disk.
 
     Raises:
         RedactionRefusedError: a record that may not be erased.
@@ -154,12 +163,24 @@ def redact_in(
     assert member.outcome is not None
     receipt = member.outcome.receipt
     if not plans:  # a replay: the bodies were erased when it committed
-        return Redaction(receipt, receipt.fact_ids[0], tuple(ids)), plans
+        return Redaction(receipt, receipt.fact_ids[0], tuple(ids)), plans, {}
     redaction_record = plans[0].records[0].record_id
+    old = _bodies(reader, ids)
     body = redacted_body_json(redaction_record)
     reader.driver.run_many(_ERASE_SQL, [(body, record_id) for record_id in ids])
     _erase_ui_copies(reader, ids, redaction_record)
-    return Redaction(receipt, redaction_record, tuple(ids)), plans
+    return Redaction(receipt, redaction_record, tuple(ids)), plans, old
+
+
+def _bodies(reader: StoreReader, ids: Sequence[str]) -> dict[str, str]:
+    bodies: dict[str, str] = {}
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        query = f"SELECT record_id, body_json FROM records WHERE record_id IN ({marks})"  # noqa: S608 - placeholders only
+        for record_id, body in reader.driver.rows(query, tuple(chunk)):
+            bodies[str(record_id)] = str(body)
+    return bodies
 
 
 def _erase_ui_copies(reader: StoreReader, ids: Sequence[str], redaction: str) -> None:

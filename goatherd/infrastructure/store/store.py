@@ -82,6 +82,7 @@ from goatherd.infrastructure.store.engine import (
     ensure_schema,
     sqlite_engine,
 )
+from goatherd.infrastructure.store.erasure import bytes_left, live_pieces, truncate_wal
 from goatherd.infrastructure.store.limits import (
     DEFAULT_LIMITS,
     INT64_MAX,
@@ -516,9 +517,11 @@ class SqlAlchemyTraceStore:
         record's stored body with ``{"redacted_by":"<redaction record id>"}``.
         Ids, schemas, modes, witnesses, parents and path entries stay, and so
         does the head chain. On SQLite the transaction runs with
-        ``secure_delete`` and the WAL is checkpointed and truncated after it,
-        so the bytes leave the file (unless another connection keeps an old
-        snapshot open: see ``Redaction.wal_truncated``).
+        ``secure_delete``, the WAL is then checkpointed and truncated (waiting
+        up to the store's busy timeout for readers on an old snapshot and for
+        the background checkpointer), and the file and its ``-wal`` are read
+        back for pieces of every erased body: ``Redaction.wal_truncated`` and
+        ``Redaction.bytes_left`` say what remains, if anything.
 
         Raises:
             RedactionRefusedError: a witness, a redaction record, a runtime or
@@ -534,21 +537,38 @@ class SqlAlchemyTraceStore:
         with self._lock:
             raw = None if self._postgres else self._held_writer_raw()
             if raw is not None:
-                raw.execute("PRAGMA secure_delete=ON")
+                with outages:
+                    raw.execute("PRAGMA secure_delete=ON")
             try:
-                redaction, plans = self._write(
+                redaction, plans, old = self._write(
                     lambda r: redact_in(r, operation, batch, contexts, limits)
                 )
             finally:
                 if raw is not None:
-                    raw.execute("PRAGMA secure_delete=OFF")
+                    _secure_delete_off(raw)
             self._cache.forget_records(set(redaction.erased))
             self._after_commit(plans)
             if raw is not None and plans:
-                truncated = _truncate_wal(raw)
-                redaction = dataclasses.replace(redaction, wal_truncated=truncated)
+                redaction = self._check_erased(raw, redaction, old)
         self._nudge()
         return redaction
+
+    def _check_erased(
+        self, raw: Any, redaction: Redaction, old: dict[str, str]
+    ) -> Redaction:
+        """Checkpoint and truncate the WAL, then look for the erased bytes."""
+        try:
+            with outages:
+                truncated = truncate_wal(raw, self._busy_timeout_ms / 1000)
+                left = bytes_left(raw, old, live_pieces(raw, old))
+        except StoreUnavailableError:
+            # Committed already: the erasure stands; what the disk still
+            # holds is unknown, so it is reported as left.
+            _LOG.exception("checking the erased bytes after a redaction failed")
+            return dataclasses.replace(
+                redaction, wal_truncated=False, bytes_left=tuple(sorted(old))
+            )
+        return dataclasses.replace(redaction, wal_truncated=truncated, bytes_left=left)
 
     def _held_writer_raw(self) -> Any:
         with outages:
@@ -1169,14 +1189,16 @@ def _remove_created(location: str) -> None:
             _LOG.warning("could not remove %s%s", location, suffix, exc_info=True)
 
 
-def _truncate_wal(raw: Any) -> bool:
-    """Checkpoint the WAL into the file and truncate it; whether it completed."""
+def _secure_delete_off(raw: Any) -> None:
+    """Turn ``secure_delete`` off again, never masking the error being raised.
+
+    After a failed write (a full disk, a lost file) the connection may be
+    closed already; the error that caused it is the one the caller must see.
+    """
     try:
-        busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        raw.execute("PRAGMA secure_delete=OFF")
     except Exception:
-        _LOG.exception("WAL checkpoint after a redaction failed")
-        return False
-    return not busy
+        _LOG.debug("could not reset secure_delete", exc_info=True)
 
 
 def _timeout(busy_timeout_ms: int | None) -> int:

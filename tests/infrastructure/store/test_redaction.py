@@ -21,6 +21,7 @@ from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEX
 from goatherd.domain.errors import (
     BatchShapeError,
     RedactionRefusedError,
+    StoreUnavailableError,
     TraceStoreError,
     UnknownFactError,
 )
@@ -273,3 +274,126 @@ def test_the_trace_ui_index_in_the_same_file_loses_the_payload_too(
         assert by_id[erased]["payload"] == {}
         assert by_id[erased]["redacted_by"] == redaction.redaction_record_id
         assert redaction.redaction_record_id in by_id
+
+
+def _hold_snapshot(path: Path, release: threading.Event, held: threading.Event) -> None:
+    """Keep a read transaction on an old snapshot until ``release`` is set."""
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM records").fetchone()
+        held.set()
+        release.wait(30)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def test_a_reader_on_an_old_snapshot_is_waited_for_then_the_bytes_are_gone(
+    tmp_path: Path,
+) -> None:
+    # Before: the checkpoint met the reader's snapshot, answered busy at once
+    # (busy_timeout=0 on the writer), and the erased bytes stayed in -wal.
+    path = tmp_path / "t.sqlite"
+    secret = f"SECRET-{uuid.uuid4().hex}"
+    with SQLiteTraceStore(path) as store:
+        erased, _ = fill(store, secret)
+        release, held = threading.Event(), threading.Event()
+        reader = threading.Thread(target=_hold_snapshot, args=(path, release, held))
+        reader.start()
+        assert held.wait(10)
+        threading.Timer(0.5, release.set).start()
+        redaction = store.redact(CTX, "redact:1", [erased], "asked")
+        reader.join(10)
+        assert redaction.wal_truncated
+        assert redaction.bytes_left == ()
+        assert secret.encode() not in file_bytes(path)
+
+
+def test_a_reader_that_never_lets_go_is_reported_not_hidden(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    secret = f"SECRET-{uuid.uuid4().hex}"
+    with SQLiteTraceStore(path, busy_timeout_ms=300) as store:
+        erased, _ = fill(store, secret)
+        release, held = threading.Event(), threading.Event()
+        reader = threading.Thread(target=_hold_snapshot, args=(path, release, held))
+        reader.start()
+        assert held.wait(10)
+        try:
+            redaction = store.redact(CTX, "redact:1", [erased], "asked")
+        finally:
+            release.set()
+            reader.join(10)
+        # Whether or not the bytes stayed, the report says what the disk holds.
+        still_there = secret.encode() in file_bytes(path)
+        assert (erased in redaction.bytes_left) == still_there
+        assert not redaction.wal_truncated
+
+
+def test_many_erasures_under_appends_and_a_busy_reader_leave_no_bytes(
+    tmp_path: Path,
+) -> None:
+    # A large WAL, the background checkpointer, a reader taking a snapshot
+    # every 10 ms (holding each for 3 ms) and appends between the redactions:
+    # every erased body is gone from the file and its WAL when its redaction
+    # returns.
+    import sqlite3
+
+    path = tmp_path / "t.sqlite"
+    secrets = [f"SECRET-{n:03d}-{uuid.uuid4().hex}" for n in range(64)]
+    stop = threading.Event()
+
+    def read_in_a_loop() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            while not stop.is_set():
+                conn.execute("BEGIN")
+                conn.execute("SELECT count(*) FROM records").fetchone()
+                stop.wait(0.003)
+                conn.execute("COMMIT")
+                stop.wait(0.007)
+        finally:
+            conn.close()
+
+    with SQLiteTraceStore(path) as store:
+        ids = [
+            store.append(CTX, secret_batch(f"i:{n}", s)).fact_ids[0]
+            for n, s in enumerate(secrets)
+        ]
+        reader = threading.Thread(target=read_in_a_loop)
+        reader.start()
+        try:
+            for n, record_id in enumerate(ids):
+                redaction = store.redact(CTX, f"redact:{n}", [record_id], "asked")
+                assert redaction.wal_truncated, n
+                assert redaction.bytes_left == (), n
+                store.append(CTX, secret_batch(f"after:{n}", f"filler-{n}"))
+        finally:
+            stop.set()
+            reader.join(10)
+        data = file_bytes(path)
+        assert [s for s in secrets if s.encode() in data] == []
+        assert verify_trace(store).ok
+
+
+def test_a_full_disk_raises_the_store_error_not_the_reset(tmp_path: Path) -> None:
+    # The disk fills during the redaction (SQLite's page limit gives the same
+    # SQLITE_FULL): the writer connection is dropped, and the finally that
+    # turned secure_delete off used to raise "Cannot operate on a closed
+    # database" over the real error.
+    path = tmp_path / "t.sqlite"
+    with SQLiteTraceStore(path) as store:
+        erased, _ = fill(store, f"SECRET-{uuid.uuid4().hex}")
+        raw = store._held_writer_raw()
+        (pages,) = raw.execute("PRAGMA page_count").fetchone()
+        raw.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(StoreUnavailableError, match="full"):
+            # the long reason needs pages the file may not grow by
+            store.redact(CTX, "redact:1", [erased], "x" * 300_000)
+        # Nothing was erased, and the store recovers on a new connection.
+        record = store.read_fact(TRUSTED_READ_CONTEXT, erased)
+        assert isinstance(record, Record)
+        assert record.redacted_by is None
+        assert store.redact(CTX, "redact:1", [erased], "asked").bytes_left == ()
