@@ -39,6 +39,7 @@ __all__ = [
     "BatchShapeError",
     "CanonicalEncodingError",
     "CanonicalTypeError",
+    "ContextTypeError",
     "CanonicalValueError",
     "CheckpointBlobTooLargeError",
     "DomainError",
@@ -116,6 +117,15 @@ class TraceStoreError(DomainError, RuntimeError):
     Examples: a wrong operation context, an untrusted write, an unknown context
     id or local causal ref, a record or witness id clash, a corrupt row, a
     tampered frontier index.
+    """
+
+
+class ContextTypeError(TraceStoreError, TypeError):
+    """Raised when a call's context is not a context for that operation at all.
+
+    Examples: ``None``, a string, or a :class:`ReadContext` passed to a write.
+    A :class:`TraceStoreError` like every other refusal of the store, and a
+    :class:`TypeError`, as the reference raises.
     """
 
 

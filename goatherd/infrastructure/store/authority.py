@@ -14,7 +14,7 @@ from goatherd.domain.contexts import (
     OperationKind,
     ReadContext,
 )
-from goatherd.domain.errors import ReadRequestError, TraceStoreError
+from goatherd.domain.errors import ContextTypeError, ReadRequestError, TraceStoreError
 from goatherd.domain.records import (
     TRUSTED_AUTHORITY,
     VISIBILITY_PROFILES,
@@ -28,7 +28,8 @@ def append_context(context: object) -> OperationContext:
     """Return the ``append`` operation context of a write call, trust checked.
 
     Raises:
-        TypeError: a :class:`ReadContext` or a non-context was passed.
+        ContextTypeError: a :class:`ReadContext` or a non-context was passed
+            (a :class:`TraceStoreError` and a :class:`TypeError`).
         TraceStoreError: an operation context for another operation, or an
             untrusted writer.
     """
@@ -86,9 +87,9 @@ def _write_context(context: object, operation: str) -> OperationContext:
             )
         coerced = context
     elif isinstance(context, ReadContext):
-        raise TypeError("a ReadContext cannot authorize a write")
+        raise ContextTypeError("a ReadContext cannot authorize a write")
     else:
-        raise TypeError(
+        raise ContextTypeError(
             f"expected an AppendContext or OperationContext, got "
             f"{type(context).__name__}"
         )

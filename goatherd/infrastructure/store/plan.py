@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
-from typing import Protocol
+from typing import Final, Protocol
 
 from goatherd.domain.canonical import (
     CANONICAL_PREFIX,
@@ -405,6 +405,9 @@ def validate_batch(
     return groups
 
 
+_WITNESS_SCHEMA_PREFIX: Final = "kernel.witness."
+
+
 def _refuse_redaction_records(batch: AppendBatch) -> None:
     for group in batch.groups:
         if group.trace_owner_id == REDACTION_OWNER or any(
@@ -430,12 +433,27 @@ def _validate_group(
             f"cannot append to the witness owner path {WITNESS_OWNER!r}: "
             "the store alone retains witnesses there"
         )
-    return tuple(
+    validated = tuple(
         _validate_draft(
             draft, local_ids, f"{path}.fact_drafts[{index}]", limits, legacy_del
         )
         for index, draft in enumerate(group.fact_drafts)
     )
+    for index, draft in enumerate(group.fact_drafts):
+        if (
+            draft.schema_ref.startswith(_WITNESS_SCHEMA_PREFIX)
+            and draft.schema_ref != ROOT_WITNESS_SCHEMA_REF
+        ):
+            # verify reads every record of a witness schema as a witness (its
+            # kind label, its chain), so one appended on an ordinary path
+            # would make the trace fail verify and refuse redaction. (The
+            # root schema keeps the reference's own refusal, raised later.)
+            raise BatchShapeError(
+                f"{path}.fact_drafts[{index}].schema_ref: {draft.schema_ref!r} is "
+                "the store's own witness schema; the store alone retains "
+                "witnesses (use a schema of your own)"
+            )
+    return validated
 
 
 def _validate_draft(

@@ -9,6 +9,7 @@ from goatherd import (
     TRUSTED_READ_CONTEXT,
     AppendBatch,
     AppendGroup,
+    RecordDraft,
     RetainedContextDraft,
     TraceStoreError,
 )
@@ -23,6 +24,7 @@ from goatherd.domain import (
     UnknownFactError,
     root_witness_record_id,
 )
+from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 from tests.infrastructure.store.helpers import EVERYTHING, batch, counts, draft, dump
 
@@ -210,6 +212,34 @@ class TestAuthority:
         with pytest.raises(TypeError):
             store.append(TRUSTED_READ_CONTEXT, batch("i:1", "exec:a", draft(1)))  # type: ignore[arg-type]
         assert store.fact_count() == 0
+
+    @pytest.mark.parametrize(
+        "context", [TRUSTED_READ_CONTEXT, None, "trusted", 42], ids=repr
+    )
+    def test_a_non_context_is_a_trace_store_error_naming_it(
+        self, store: SqlAlchemyTraceStore, context: object
+    ) -> None:
+        # Both what the docstring promises (TraceStoreError) and what the
+        # reference raises (a type error), never a bare TypeError.
+        with pytest.raises(TraceStoreError, match="Context") as refused:
+            store.append(context, batch("i:1", "exec:a", draft(1)))  # type: ignore[arg-type]
+        assert isinstance(refused.value, TypeError)
+        assert store.fact_count() == 0
+
+    @pytest.mark.parametrize("schema", ["kernel.witness.v1", "kernel.witness.v2"])
+    def test_a_witness_schema_on_an_ordinary_path_is_refused(
+        self, store: SqlAlchemyTraceStore, schema: str
+    ) -> None:
+        # verify reads every record of a witness schema as a witness: one on
+        # an ordinary path used to append, then fail verify and redact.
+        forged = RecordDraft("declaration", schema, {"actor_ref": "me"})
+        with pytest.raises(BatchShapeError, match="witness schema"):
+            store.append(
+                TRUSTED_APPEND_CONTEXT,
+                AppendBatch("i:w", (AppendGroup("agent:a", fact_drafts=(forged,)),)),
+            )
+        assert store.fact_count() == 0
+        assert verify_trace(store).ok
 
 
 BAD_BATCHES = [
