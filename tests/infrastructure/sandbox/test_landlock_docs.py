@@ -54,7 +54,8 @@ def test_every_test_the_route_table_names_exists() -> None:
         for ref in re.findall(r"`([\w/]*\.py|)(::\w+(?:::\w+)?)?`", row.split("|")[3]):
             path, name = ref
             last = tests / path if path else last
-            assert last is not None and last.is_file(), f"{ref} in {row}"
+            assert last is not None, f"{ref} in {row}"
+            assert last.is_file(), f"{ref} in {row}"
             for part in name.split("::")[1:]:
                 assert re.search(rf"(def|class) {part}\b", last.read_text()), part
                 named += 1
