@@ -18,6 +18,7 @@ without the denial work, so each refusal is the filter's.
 from __future__ import annotations
 
 import os
+import platform
 import select
 import socket
 import sys
@@ -34,6 +35,7 @@ from tests.infrastructure.sandbox.native import compile_c, needs_gcc
 
 EACCES, EPERM = 13, 1
 IO_URING_SOURCE = Path(__file__).with_name("io_uring_setxattr.c")
+I386_SOURCE = Path(__file__).with_name("socket_calls_i386.c")
 
 pytestmark = [
     pytest.mark.integration,
@@ -200,6 +202,32 @@ def test_unix_servers_udp_and_netlink_keep_working_under_the_denial(
     assert result.stdout.decode().split() == ["hi", "ok", *[str(EACCES)] * 5], (
         result.stderr
     )
+
+
+@needs_gcc
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="int 0x80 is x86_64's")
+def test_32_bit_socket_calls_are_held_to_the_same_rules(
+    inside: Path, tmp_path: Path
+) -> None:
+    program = compile_c(
+        tmp_path, "socket_calls_i386", I386_SOURCE.read_text(), "-no-pie"
+    )
+    request = ExecRequest(str(program), timeout=30.0)
+    allowed = LandlockBackend().run(
+        request, writable_roots=[str(inside)], cwd=str(inside)
+    )
+    free = dict(line.split() for line in allowed.stdout.decode().splitlines())
+    if free.get("i386_udp") != "0":
+        pytest.skip("this kernel does not run 32-bit system calls")
+    denied = DENY.run(request, writable_roots=[str(inside)], cwd=str(inside))
+    errnos = dict(line.split() for line in denied.stdout.decode().splitlines())
+    assert errnos == {
+        "i386_tcp": str(EACCES),
+        "i386_mptcp": str(EACCES),
+        "i386_udp": "0",
+        "i386_socketcall": str(EACCES),
+    }
+    assert free["i386_tcp"] == free["i386_socketcall"] == "0"
 
 
 # ---------------------------------------------------------------- io_uring
