@@ -146,11 +146,11 @@ def test_a_denied_command_can_neither_connect_nor_listen_on_tcp(
     inside, _ = roots
     connect = (
         "import socket\n"
-        "s=socket.socket(); s.settimeout(5)\n"
-        f"try: s.connect(('127.0.0.1',{listener})); print('connected')\n"
+        "try: s=socket.socket(); s.settimeout(5); "
+        f"s.connect(('127.0.0.1',{listener})); print('connected')\n"
         "except OSError as e: print('refused',e.errno)\n"
-        "b=socket.socket()\n"
-        "try: b.bind(('127.0.0.1',0)); b.listen(1); print('listening')\n"
+        "try: b=socket.socket(); b.bind(('127.0.0.1',0)); b.listen(1); "
+        "print('listening')\n"
         "except OSError as e: print('bind refused',e.errno)\n"
     )
     (inside / "net.py").write_text(connect)

@@ -120,7 +120,9 @@ class LandlockBackend:
     """Confines commands with Landlock and kills their process trees.
 
     Attributes:
-        network: ``deny`` blocks TCP bind and connect (ABI >= 4).
+        network: ``deny`` blocks TCP bind and connect (ABI >= 4), and a
+            seccomp filter refuses the routes Landlock does not check (TCP,
+            MPTCP, SCTP, raw and packet sockets, ``MSG_FASTOPEN``).
         max_abi: use at most this ABI (``None``: what the kernel reports);
             pins the feature set a host validated, and simulates older
             kernels (``0``: no Landlock).
@@ -130,6 +132,11 @@ class LandlockBackend:
         process_control: how the command's process tree is killed.
         deny_metadata: install a seccomp filter that refuses every mode,
             owner, time, xattr and inode-flag change, inside the roots too.
+        allow_io_uring: keep io_uring usable under the seccomp filter a
+            network or metadata denial installs. io_uring runs operations
+            (xattr changes, socket creation, sends) that the filter cannot
+            see, so this reopens those routes; without either denial there
+            is no filter and io_uring is always usable.
     """
 
     network: NetworkMode = NetworkMode.ALLOW
@@ -137,13 +144,16 @@ class LandlockBackend:
     accept_gaps: AbstractSet[str] = field(default_factory=frozenset)
     process_control: ProcessControl = ProcessControl.AUTO
     deny_metadata: bool = False
+    allow_io_uring: bool = False
 
     def __post_init__(self) -> None:
         _checked_max_abi(self.max_abi)
-        if type(self.deny_metadata) is not bool:
-            raise SandboxConfigError(
-                f"landlock: deny_metadata must be a bool, got {self.deny_metadata!r}"
-            )
+        for name in ("deny_metadata", "allow_io_uring"):
+            value = getattr(self, name)
+            if type(value) is not bool:
+                raise SandboxConfigError(
+                    f"landlock: {name} must be a bool, got {value!r}"
+                )
         fix = object.__setattr__
         fix(self, "network", _member(NetworkMode, self.network, "network mode"))
         control = _member(ProcessControl, self.process_control, "process control")
@@ -172,8 +182,8 @@ class LandlockBackend:
         Raises:
             ContainmentUnavailableError: no Landlock, network denial on an
                 ABI below 4, a gap the caller did not accept, a required
-                cgroup that cannot be made, or ``deny_metadata`` on a machine
-                without seccomp tables.
+                cgroup that cannot be made, or ``deny_metadata`` or a network
+                denial on a machine without seccomp tables.
         """
         self._checked_abi()
         self.process_control_in_use()
@@ -203,8 +213,8 @@ class LandlockBackend:
         missing = [gap for gap in self.gaps() if gap not in self.accept_gaps]
         if missing:
             raise ContainmentUnavailableError(_gap_message(abi, missing))
-        if self.deny_metadata:
-            _check_metadata_filter()
+        if self.deny_metadata or self.network is NetworkMode.DENY:
+            _check_seccomp_tables()
         return abi
 
     def run(
@@ -236,6 +246,7 @@ class LandlockBackend:
             "writable": self._roots(writable_roots),
             "deny_network": self.network is NetworkMode.DENY,
             "deny_metadata": self.deny_metadata,
+            "allow_io_uring": self.allow_io_uring,
             "abi": abi,
         }
         tree = open_exec_tree(self.process_control)
@@ -256,13 +267,14 @@ class LandlockBackend:
         return resolved + [p for p in _ALWAYS_WRITABLE if os.path.exists(p)]
 
 
-def _check_metadata_filter() -> None:
+def _check_seccomp_tables() -> None:
     try:
         seccomp.metadata_filter(os.uname().machine)
     except seccomp.SeccompError as exc:
         raise ContainmentUnavailableError(
-            f"landlock: deny_metadata is not available here ({exc.strerror}); "
-            "refusing rather than running without the filter"
+            "landlock: deny_metadata and network denial need a seccomp filter, "
+            f"which is not available here ({exc.strerror}); refusing rather "
+            "than running without it"
         ) from exc
 
 

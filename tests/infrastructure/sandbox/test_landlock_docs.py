@@ -39,3 +39,24 @@ def test_the_docs_table_names_exactly_the_gaps_the_code_refuses() -> None:
 def test_the_docs_table_says_network_denial_is_refused_below_abi_4() -> None:
     for abi, cells in _rows().items():
         assert ("DENY` is refused" in cells[3]) == (1 <= abi < 4), cells[3]
+
+
+def test_every_test_the_route_table_names_exists() -> None:
+    text = DOCS.read_text()
+    table = text.split("## Routes: what holds, and how it is tested", 1)[1]
+    table = table.split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][2:]
+    assert len(rows) >= 15
+    tests = Path(__file__).parents[2]
+    named = 0
+    for row in rows:
+        last = None
+        for ref in re.findall(r"`([\w/]*\.py|)(::\w+(?:::\w+)?)?`", row.split("|")[3]):
+            path, name = ref
+            last = tests / path if path else last
+            assert last is not None, f"{ref} in {row}"
+            assert last.is_file(), f"{ref} in {row}"
+            for part in name.split("::")[1:]:
+                assert re.search(rf"(def|class) {part}\b", last.read_text()), part
+                named += 1
+    assert named >= 15

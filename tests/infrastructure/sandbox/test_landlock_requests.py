@@ -116,6 +116,7 @@ BAD_CONFIGS = {
     "unknown gap": ({"accept_gaps": {"ptrace"}}, "unknown gap in accept_gaps"),
     "unknown control": ({"process_control": "pidns"}, "unknown process control"),
     "metadata as text": ({"deny_metadata": "yes"}, "deny_metadata must be a bool"),
+    "io_uring as int": ({"allow_io_uring": 1}, "allow_io_uring must be a bool"),
 }
 
 

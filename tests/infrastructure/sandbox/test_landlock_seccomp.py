@@ -21,7 +21,11 @@ import pytest
 
 from goatherd.application import ExecRequest
 from goatherd.infrastructure.sandbox import LandlockBackend, landlock_abi
-from goatherd.infrastructure.sandbox.launch.seccomp import SeccompError, metadata_filter
+from goatherd.infrastructure.sandbox.launch.seccomp import (
+    SeccompError,
+    metadata_filter,
+    seccomp_filter,
+)
 from tests.infrastructure.sandbox.native import compile_c, needs_gcc
 
 EPERM = 1
@@ -158,24 +162,39 @@ def evaluate(program: list[tuple[int, int, int, int]], data: bytes) -> int:
         if code == 0x20:  # ld [k]
             (acc,) = struct.unpack_from("<I", data, k)
             pc += 1
-        elif code in (0x15, 0x35):  # jeq / jge
-            taken = acc == k if code == 0x15 else acc >= k
+        elif code in (0x15, 0x35, 0x45):  # jeq / jge / jset
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
             pc += 1 + (jt if taken else jf)
+        elif code == 0x54:  # and #k
+            acc &= k
+            pc += 1
         elif code == 0x06:  # ret
             return k
         else:
             raise AssertionError(f"unexpected opcode {code:#x}")
 
 
-def data(arch: str, nr: int, arg1: int = 0) -> bytes:
-    return struct.pack("<iIQ6Q", nr, AUDIT_ARCH[arch], 0, 0, arg1, 0, 0, 0, 0)
+def data(arch: str, nr: int, *args: int) -> bytes:
+    padded = (*args, 0, 0, 0, 0, 0, 0)[:6]
+    return struct.pack("<iIQ6Q", nr, AUDIT_ARCH[arch], 0, *padded)
+
+
+PARTS = [
+    {"metadata": m, "network": n, "io_uring": i}
+    for m in (False, True)
+    for n in (False, True)
+    for i in (False, True)
+]
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
-def test_every_jump_of_the_program_lands_inside_it(machine: str) -> None:
-    program = metadata_filter(machine)
+@pytest.mark.parametrize("parts", PARTS, ids=str)
+def test_every_jump_of_the_program_lands_inside_it(
+    machine: str, parts: dict[str, bool]
+) -> None:
+    program = seccomp_filter(machine, **parts)
     for pc, (code, jt, jf, _) in enumerate(program):
-        if code in (0x15, 0x35):
+        if code in (0x15, 0x35, 0x45):
             assert pc + 1 + max(jt, jf) < len(program)
     assert program[-1][0] == 0x06
 
@@ -199,9 +218,85 @@ def test_every_jump_of_the_program_lands_inside_it(machine: str) -> None:
 def test_the_aarch64_program_refuses_exactly_the_metadata_calls(
     arch: str, nr: int, arg1: int, verdict: int
 ) -> None:
-    assert evaluate(metadata_filter("aarch64"), data(arch, nr, arg1)) == verdict
+    assert evaluate(metadata_filter("aarch64"), data(arch, nr, 0, arg1)) == verdict
 
 
 def test_a_machine_without_tables_is_refused_by_name() -> None:
     with pytest.raises(SeccompError, match="riscv64"):
         metadata_filter("riscv64")
+
+
+EACCES_RET = 0x00050000 | 13
+AF_INET, AF_INET6, AF_UNIX, AF_NETLINK, AF_PACKET, AF_VSOCK = 2, 10, 1, 16, 17, 40
+STREAM, DGRAM, RAW, SEQPACKET, NONBLOCK = 1, 2, 3, 5, 0o4000
+FASTOPEN, DONTWAIT = 0x20000000, 0x40
+# Per architecture: socket, sendto, sendmsg, sendmmsg, io_uring_setup.
+NETWORK_NRS = {
+    "x86_64": (41, 44, 46, 307, 425),
+    "i386": (359, 369, 370, 345, 425),
+    "aarch64": (198, 206, 211, 269, 425),
+}
+CASES = [
+    # (socket args | None for the send calls, send flags, verdict)
+    ((AF_INET, STREAM, 0), EACCES_RET),
+    ((AF_INET6, STREAM | NONBLOCK, 6), EACCES_RET),
+    ((AF_INET, STREAM, 262), EACCES_RET),  # MPTCP
+    ((AF_INET6, STREAM, 262), EACCES_RET),
+    ((AF_INET, SEQPACKET, 0), EACCES_RET),  # SCTP
+    ((AF_INET, STREAM, 132), EACCES_RET),
+    ((AF_INET, RAW, 6), EACCES_RET),
+    ((AF_PACKET, RAW, 0), EACCES_RET),
+    ((AF_VSOCK, STREAM, 0), EACCES_RET),
+    ((AF_INET, DGRAM, 0), ALLOW),
+    ((AF_INET6, DGRAM | NONBLOCK, 17), ALLOW),
+    ((AF_INET, DGRAM, 1), ALLOW),  # ping socket
+    ((AF_INET, DGRAM, 262), EACCES_RET),
+    ((AF_UNIX, STREAM, 0), ALLOW),
+    ((AF_NETLINK, RAW, 0), ALLOW),
+]
+
+
+@pytest.mark.parametrize(
+    "machine_arch", [("x86_64", "x86_64"), ("x86_64", "i386"), ("aarch64", "aarch64")]
+)
+@pytest.mark.parametrize(("args", "verdict"), CASES)
+def test_the_network_part_makes_only_unix_netlink_and_datagram_sockets(
+    machine_arch: tuple[str, str], args: tuple[int, int, int], verdict: int
+) -> None:
+    machine, arch = machine_arch
+    program = seccomp_filter(machine, metadata=False, network=True, io_uring=True)
+    nr = NETWORK_NRS[arch][0]
+    assert evaluate(program, data(arch, nr, *args)) == verdict
+    # Without the network part every socket is left to Landlock.
+    off = seccomp_filter(machine, metadata=True, network=False, io_uring=True)
+    assert evaluate(off, data(arch, nr, *args)) == ALLOW
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "i386", "aarch64"])
+def test_msg_fastopen_is_refused_on_every_send_call(arch: str) -> None:
+    machine = "aarch64" if arch == "aarch64" else "x86_64"
+    program = seccomp_filter(machine, metadata=False, network=True, io_uring=True)
+    _, sendto, sendmsg, sendmmsg, _ = NETWORK_NRS[arch]
+    for nr, at in ((sendto, 3), (sendmsg, 2), (sendmmsg, 3)):
+        args = [7, 0, 0, 0, 0, 0]
+        args[at] = FASTOPEN | DONTWAIT
+        assert evaluate(program, data(arch, nr, *args)) == EACCES_RET
+        args[at] = DONTWAIT
+        assert evaluate(program, data(arch, nr, *args)) == ALLOW
+
+
+def test_the_32_bit_socketcall_is_refused_under_a_network_denial() -> None:
+    program = seccomp_filter("x86_64", metadata=False, network=True, io_uring=True)
+    assert evaluate(program, data("i386", 102, 1)) == EACCES_RET
+    off = seccomp_filter("x86_64", metadata=True, network=False, io_uring=True)
+    assert evaluate(off, data("i386", 102, 1)) == ALLOW
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "i386", "aarch64"])
+@pytest.mark.parametrize("nr", [425, 426, 427])
+def test_io_uring_is_refused_only_when_asked(arch: str, nr: int) -> None:
+    machine = "aarch64" if arch == "aarch64" else "x86_64"
+    on = seccomp_filter(machine, metadata=True, network=False, io_uring=True)
+    assert evaluate(on, data(arch, nr)) == DENY
+    off = seccomp_filter(machine, metadata=True, network=False, io_uring=False)
+    assert evaluate(off, data(arch, nr)) == ALLOW

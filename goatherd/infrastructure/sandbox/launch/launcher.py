@@ -8,9 +8,10 @@ one frame on ``CONTROL_FD``. Then the launcher
 
 1. makes itself a child subreaper (orphans of the command come back to it);
 2. forks the command's process, which joins the exec's cgroup leaf (when the
-   host made one), changes directory, restricts itself with Landlock (and the
-   optional seccomp filter), restores default signal dispositions and
-   ``execve``s the command with the request's environment;
+   host made one), changes directory, restricts itself with Landlock (and
+   the seccomp filter a network or metadata denial asks for), restores
+   default signal dispositions and ``execve``s the command with the
+   request's environment;
 3. waits for that process while reaping adopted orphans; the host closing
    ``CONTROL_FD`` (a timeout, or the host died) means "stop now";
 4. kills whatever is left - ``cgroup.kill`` on the leaf, or every descendant
@@ -122,13 +123,22 @@ def _confine(config: dict[str, object]) -> None:
     writable = [str(p) for p in config["writable"]]  # type: ignore[attr-defined]
     abi = int(config["abi"])  # type: ignore[call-overload]
     landlock_sys.restrict_self(writable, bool(config["deny_network"]), abi)
-    if config["deny_metadata"]:
+    if _wants_filter(config):
         from . import seccomp
 
-        seccomp.deny_metadata_changes()
+        seccomp.install_filter(
+            metadata=bool(config["deny_metadata"]),
+            network=bool(config["deny_network"]),
+            io_uring=not config["allow_io_uring"],
+        )
     # Python ignores SIGPIPE and SIGXFSZ; an ignored signal survives execve.
     for signum in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(signum, signal.SIG_DFL)
+
+
+def _wants_filter(config: dict[str, object]) -> bool:
+    """A network denial or a metadata denial installs the seccomp filter."""
+    return bool(config["deny_metadata"]) or bool(config["deny_network"])
 
 
 def _command(config: dict[str, object]) -> tuple[list[str], dict[str, str]]:
@@ -236,7 +246,7 @@ def _quiet_stdio() -> None:
 def _preload(config: dict[str, object]) -> None:
     """Import, before the fork, the modules both processes will need once."""
     names = ["cgroup" if config["cgroup"] else "proctree"]
-    if config["deny_metadata"]:
+    if _wants_filter(config):
         names.append("seccomp")
     for name in names:
         importlib.import_module(f".{name}", __package__)
