@@ -5,6 +5,7 @@ from goatherd.infrastructure.traceui.app import (
     LOOPBACK_HOSTS,
     create_app,
     event_json,
+    file_index_engine,
     memory_index_engine,
 )
 from goatherd.infrastructure.traceui.query import (
@@ -40,6 +41,7 @@ __all__ = [
     "create_app",
     "entry_event",
     "event_json",
+    "file_index_engine",
     "memory_index_engine",
     "owners_json",
     "parse_addr",

@@ -34,6 +34,9 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import os
+import sqlite3
+import tempfile
 import threading
 import uuid
 from collections import deque
@@ -83,6 +86,7 @@ __all__ = [
     "close_event_streams",
     "create_app",
     "event_json",
+    "file_index_engine",
     "memory_index_engine",
 ]
 
@@ -164,10 +168,46 @@ class _SecurityHeaders:
 
 
 def memory_index_engine() -> Engine:
-    """Return a private in-memory SQLite engine for the UI's index."""
+    """Return a private in-memory SQLite engine for the UI's index.
+
+    The index holds a copy of every record's JSON, so it takes as much memory
+    as the trace's payloads; :func:`file_index_engine` (the default) does not.
+    """
     return create_engine(
         "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
     )
+
+
+UI_CATCH_UP_BATCH: Final = 200
+"""Log entries the UI's index folds per transaction while it catches up."""
+INDEX_CACHE_KIB: Final = 8192
+"""The page cache of the UI's private index, in KiB (what it keeps in memory)."""
+
+
+def file_index_engine(directory: str | None = None) -> Engine:
+    """Return a private SQLite engine for the UI's index in an anonymous file.
+
+    The file is made in ``directory`` (default: the system's temporary
+    directory) and unlinked at once: the one connection keeps it alive, and
+    nothing is left on disk when the process ends, however it ends. Memory
+    stays bounded by the page cache (:data:`INDEX_CACHE_KIB`) whatever the
+    size of the trace; the index has no journal (it is rebuilt from the trace
+    at every start).
+    """
+    handle, name = tempfile.mkstemp(
+        prefix="goatherd-ui-", suffix=".index", dir=directory
+    )
+    os.close(handle)
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(name, check_same_thread=False)
+        os.unlink(name)
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute(f"PRAGMA cache_size=-{INDEX_CACHE_KIB}")
+        conn.execute("PRAGMA temp_store=FILE")
+        return conn
+
+    return create_engine("sqlite://", poolclass=StaticPool, creator=connect)
 
 
 def event_json(event: EffectEvent) -> str:
@@ -227,6 +267,10 @@ class _Service:
                 *extra,
             ),
             engine=engine,
+            # Smaller batches than the runner's default: a batch's records
+            # are in memory at once, and a trace of large payloads must not
+            # make the UI's memory follow the trace.
+            batch_size=UI_CATCH_UP_BATCH,
         )
         self.extra = tuple(p.name for p in extra)
         # Only the event loop's thread touches it (every SSE stream runs there).
@@ -446,12 +490,14 @@ def create_app(
 ) -> ASGIApp:
     """Build the read-only trace UI app over ``store`` (live events with ``bus``).
 
-    ``index_engine`` holds the UI's private index (default: in-memory SQLite);
+    ``index_engine`` holds the UI's private index (default: an anonymous
+    SQLite file, :func:`file_index_engine`, so memory does not grow with the
+    trace);
     nothing is ever written to the trace database. ``allowed_hosts`` are the
     ``Host`` names a request may carry (``"*"``: any). ``projections`` are
     your own read models, folded into the private index too.
     """
-    service = _Service(store, bus, index_engine or memory_index_engine(), projections)
+    service = _Service(store, bus, index_engine or file_index_engine(), projections)
     app = Starlette(
         routes=[
             Route("/", service.index),

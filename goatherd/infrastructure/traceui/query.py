@@ -32,6 +32,7 @@ from goatherd.projections import ui_record_object
 __all__ = [
     "DEFAULT_PAGE",
     "MAX_PAGE",
+    "PAGE_BYTES",
     "QueryError",
     "RecordQuery",
     "owners_json",
@@ -42,6 +43,8 @@ __all__ = [
 
 DEFAULT_PAGE: Final = 1000
 MAX_PAGE: Final = 10_000
+PAGE_BYTES: Final = 4 << 20
+"""A page of ``/api/records`` stops before passing this many bytes of JSON."""
 _NO_CUTOFF: Final = 2**63 - 1
 _MODES: Final = {
     ModeFilter.CAPTURES_ONLY.value: "capture",
@@ -151,11 +154,19 @@ def records_page_json(conn: Connection, store: TraceStore, query: RecordQuery) -
         statement = statement.where(_TABLE.c.ordinal <= query.through)
     if query.mode in _MODES:
         statement = statement.where(_TABLE.c.mode == _MODES[query.mode])
-    rows = conn.execute(statement).all()
-    more = len(rows) > query.limit
-    rows = rows[: query.limit]
-    items = _witness_objects(store, query) + [text for _, text in rows]
-    next_after = rows[-1][0] if more else None
+    items = _witness_objects(store, query)
+    size, taken, last, more = sum(len(i) for i in items), 0, None, False
+    for position, text in conn.execute(statement):
+        # A page ends at `limit` records or at PAGE_BYTES of JSON, whichever
+        # comes first (at least one record), so one page of a trace of large
+        # payloads never holds more than that in memory.
+        if taken == query.limit or (taken and size + len(text) > PAGE_BYTES):
+            more = True
+            break
+        items.append(text)
+        size += len(text)
+        taken, last = taken + 1, position
+    next_after = last if more else None
     return (
         f'{{"count":{len(items)},"limit":{query.limit},'
         f'"truncated":{json.dumps(more)},"next_after":{json.dumps(next_after)},'
