@@ -1061,6 +1061,22 @@ class SqlAlchemyTraceStore:
         with self.transaction() as conn:
             ledgers.record_materialization(conn, intent, request_digest, receipt_json)
 
+    def replace_materialization(
+        self,
+        intent: str,
+        request_digest: str,
+        expected_receipt_json: str,
+        receipt_json: str | None,
+    ) -> bool:
+        """Swap (or delete, given ``None``) a ledger row still holding the expected.
+
+        Returns whether the row was swapped (ADR 0074).
+        """
+        with self.transaction() as conn:
+            return ledgers.replace_materialization(
+                conn, intent, request_digest, expected_receipt_json, receipt_json
+            )
+
 
 class SQLiteTraceStore(SqlAlchemyTraceStore):
     """The trace store over a SQLite file, or ``:memory:`` (one shared connection).
