@@ -181,7 +181,10 @@ class MaterializationStore(Protocol):
         ...
 
     def read_completed_materialization(self, intent: str) -> tuple[str, str] | None:
-        """Return ``(request_digest, receipt_json)`` of a completed intent."""
+        """Return ``(request_digest, receipt_json)`` of the intent's ledger row.
+
+        The receipt is a completed one, or an at-most-once started marker.
+        """
         ...
 
     def record_completed_materialization(

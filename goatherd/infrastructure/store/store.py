@@ -1046,7 +1046,11 @@ class SqlAlchemyTraceStore:
     # ------------------------------------------------ materialization ledger
 
     def read_completed_materialization(self, intent: str) -> tuple[str, str] | None:
-        """Return ``(request_digest, receipt_json)`` of a completed intent."""
+        """Return ``(request_digest, receipt_json)`` of an intent's ledger row.
+
+        The receipt is ``materialize``'s JSON: a completed receipt, or the
+        started marker of an at-most-once run (ADR 0074).
+        """
         with self._reading() as reader:
             return ledgers.read_materialization(reader.conn, intent)
 
