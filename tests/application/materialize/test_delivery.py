@@ -1,8 +1,9 @@
 """Delivery of an interrupted materialization: at least, at most, exactly once.
 
-A run "killed" after its start is a substrate raising a ``BaseException``
-that is no ``Exception`` (nothing after it runs, as after a SIGKILL); the
-real kills are in ``tests/faults/test_materialize_kills.py``.
+On a SQLite file and on PostgreSQL. A run "killed" after its start is a
+substrate raising a ``BaseException`` that is no ``Exception`` (nothing after
+it runs, as after a SIGKILL); the real kills are in
+``tests/faults/test_materialize_kills.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ from goatherd.domain import (
 )
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import MemorySandbox
-from goatherd.infrastructure.store import SQLiteTraceStore
+from goatherd.infrastructure.store import (
+    SqlAlchemyTraceStore,
+    SQLiteTraceStore,
+    open_trace_store,
+)
 from goatherd.infrastructure.substrates import SQLiteKVSubstrate, WorkspaceSubstrate
 from tests.application.materialize.test_materialize import (
     MATERIALIZE,
@@ -44,6 +49,7 @@ from tests.application.materialize.test_materialize import (
     registry_of,
     request,
 )
+from tests.infrastructure.backends import DURABLE_BACKENDS, backend_url
 
 
 class Killed(BaseException):
@@ -69,13 +75,17 @@ class AtMostOnce(Scripted):
         return result
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteTraceStore]:
-    with SQLiteTraceStore(tmp_path / "trace.sqlite") as opened:
-        yield opened
+@pytest.fixture(params=DURABLE_BACKENDS)
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[SqlAlchemyTraceStore]:
+    """A SQLite file, and a fresh PostgreSQL database when a server is named."""
+    for url in backend_url(request.param, tmp_path):  # yields one url
+        with open_trace_store(url) as opened:
+            yield opened
 
 
-def killed_once(store: SQLiteTraceStore, substrate: AtMostOnce) -> tuple[str, ...]:
+def killed_once(store: SqlAlchemyTraceStore, substrate: AtMostOnce) -> tuple[str, ...]:
     ids = declare(store, "d", [{"a": 1}])
     with pytest.raises(Killed):
         materialize(store, MATERIALIZE, request(ids), registry_of(substrate))
@@ -84,7 +94,7 @@ def killed_once(store: SQLiteTraceStore, substrate: AtMostOnce) -> tuple[str, ..
 
 class TestAtMostOnce:
     def test_a_run_killed_after_its_start_is_in_doubt_and_never_redispatched(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         substrate = AtMostOnce()
         ids = killed_once(store, substrate)
@@ -101,7 +111,7 @@ class TestAtMostOnce:
         assert verify_trace(store).ok
 
     def test_abandon_completes_the_intent_without_running_it(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         substrate = AtMostOnce()
         ids = killed_once(store, substrate)
@@ -118,7 +128,7 @@ class TestAtMostOnce:
         assert verify_trace(store).ok
 
     def test_retry_withdraws_the_marker_and_the_next_run_dispatches(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         substrate = AtMostOnce()
         ids = killed_once(store, substrate)
@@ -133,7 +143,9 @@ class TestAtMostOnce:
         assert substrate.calls == 2
         assert verify_trace(store).ok
 
-    def test_a_completed_run_replaces_its_marker(self, store: SQLiteTraceStore) -> None:
+    def test_a_completed_run_replaces_its_marker(
+        self, store: SqlAlchemyTraceStore
+    ) -> None:
         substrate = AtMostOnce(kill_first=False)
         ids = declare(store, "d", [{"a": 1}])
         first = materialize(store, MATERIALIZE, request(ids), registry_of(substrate))
@@ -146,7 +158,7 @@ class TestAtMostOnce:
         assert verify_trace(store).ok
 
     def test_a_substrate_that_raises_withdraws_the_marker(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         substrate = AtMostOnce(kill_first=False, error=True)
         ids = declare(store, "d", [{"a": 1}])
@@ -159,7 +171,7 @@ class TestAtMostOnce:
         assert substrate.calls == 2
 
     def test_a_second_run_while_the_first_is_running_is_in_doubt(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         inner: list[object] = []
         ids = declare(store, "d", [{"a": 1}])
@@ -180,7 +192,7 @@ class TestAtMostOnce:
         assert substrate.calls == 1
 
     def test_resolving_what_is_not_in_doubt_is_refused(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         substrate = AtMostOnce(kill_first=False)
         ids = declare(store, "d", [{"a": 1}])
@@ -196,7 +208,7 @@ class TestAtMostOnce:
         assert "unknown in-doubt resolution 'forget'" in str(unknown.failure())
 
     def test_another_request_under_an_in_doubt_intent_conflicts(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         substrate = AtMostOnce()
         ids = killed_once(store, substrate)
@@ -212,7 +224,7 @@ class TestAtMostOnce:
 
 class TestExactlyOnce:
     def test_the_substrate_receives_the_request_digest_as_its_key(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         keys: list[str] = []
 
@@ -292,7 +304,7 @@ class TestDeclaredDelivery:
             WorkspaceSubstrate(sandbox, exec_delivery="never")
 
     def test_only_a_batch_with_an_exec_gets_the_exec_delivery(
-        self, store: SQLiteTraceStore
+        self, store: SqlAlchemyTraceStore
     ) -> None:
         sandbox = MemorySandbox()
         sandbox.create(SandboxSpec())
