@@ -203,6 +203,10 @@ class MaterializationStore(Protocol):
         """Swap (or delete) a ledger row still holding the expected receipt."""
         ...
 
+    def read_append_intent(self, intent_id: str) -> AppendReceipt | None:
+        """Return the stored receipt of a committed append intent, or ``None``."""
+        ...
+
 
 def materialize(
     store: MaterializationStore,
@@ -401,7 +405,14 @@ def _resolve(
         raise AppendIntentConflictError(
             f"materialize intent '{intent}' was started with different content"
         )
+    appended = store.read_append_intent(intent)
+    produced = () if appended is None else appended.fact_ids
     if resolution == InDoubtResolution.RETRY:
+        if appended is not None:
+            raise MaterializationRefusedError(
+                f"materialize intent '{intent}' cannot be retried: its captures "
+                "were recorded, so its effect ran; abandon it instead"
+            )
         if not store.replace_materialization(intent, digest, row[1], None):
             raise MaterializationRefusedError(
                 f"materialize intent '{intent}' changed while being resolved"
@@ -411,9 +422,11 @@ def _resolve(
         outcome=MaterializationOutcome.SPLIT_STATE,
         substrate_ref=str(marker.get("substrate_ref", "")),
         target_record_ids=request.target_record_ids,
+        produced_record_ids=produced,
         failure_reason=(
-            "in doubt: an at-most-once run started and did not complete; "
-            f"abandoned by {context.actor_ref}"
+            "in doubt: an at-most-once run started and did not complete"
+            + ("" if appended is None else " (its captures were recorded)")
+            + f"; abandoned by {context.actor_ref}"
         ),
     )
     if not store.replace_materialization(intent, digest, row[1], receipt.to_json()):

@@ -143,6 +143,33 @@ class TestAtMostOnce:
         assert substrate.calls == 2
         assert verify_trace(store).ok
 
+    def test_a_run_killed_after_its_captures_can_only_be_abandoned(
+        self, store: SqlAlchemyTraceStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        substrate = AtMostOnce(kill_first=False)
+        ids = declare(store, "d", [{"a": 1}])
+
+        def die(*args: object) -> bool:
+            raise Killed  # between the captures' append and the ledger swap
+
+        monkeypatch.setattr(store, "replace_materialization", die)
+        with pytest.raises(Killed):
+            materialize(store, MATERIALIZE, request(ids), registry_of(substrate))
+        monkeypatch.undo()
+        appended = store.read_append_intent("apply:1")
+        assert appended is not None
+        retried = resolve_in_doubt(store, MATERIALIZE, request(ids), "retry")
+        assert isinstance(retried, Failure)
+        assert "its captures were recorded, so its effect ran" in str(retried.failure())
+        abandoned = resolve_in_doubt(
+            store, MATERIALIZE, request(ids), "abandon"
+        ).unwrap()
+        assert abandoned is not None
+        assert abandoned.produced_record_ids == appended.fact_ids
+        assert "(its captures were recorded)" in abandoned.failure_reason
+        assert substrate.calls == 1
+        assert verify_trace(store).ok
+
     def test_a_completed_run_replaces_its_marker(
         self, store: SqlAlchemyTraceStore
     ) -> None:
