@@ -4,35 +4,57 @@
 substrate named by their witnesses (never guessed from schemas), lets it act on
 the world, appends its capture drafts under the request's own intent id with a
 witness stamped by the substrate, and finally writes the completed-intent
-ledger row, which is the idempotency commit point (kernel-spec 13.2,
-runtime-spec 14.2):
+ledger row, which is the idempotency commit point.
 
-* a same-intent retry with the same request digest returns the stored receipt
-  without calling the substrate; another digest is an
+The delivery guarantee (ADR 0074, docs/materialize.md):
+
+* **idempotent at the ledger**: once the ledger row is written, a same-intent
+  retry with the same request digest returns the stored receipt without
+  calling the substrate, in any process, after any crash; another digest is an
   :class:`~goatherd.domain.AppendIntentConflictError`, before any dispatch;
-* captures land before the ledger row; a crash between the two re-dispatches
-  the substrate on retry (at-least-once). A deterministic substrate then gets
-  the store's stored capture receipt back; a non-deterministic one fails
-  loudly as an append-intent conflict instead of writing twice;
+* **an interrupted effect** (a crash after the substrate started and before
+  the ledger row) is delivered as the substrate's delivery says
+  (:func:`~goatherd.application.substrates.delivery_of`):
+
+  - ``at_least_once`` (the default): the retry dispatches the substrate again,
+    so the effect may apply more than once. A deterministic substrate then gets
+    the store's stored capture receipt back; a non-deterministic one fails
+    loudly as an append-intent conflict instead of writing twice;
+  - ``at_most_once``: a started marker is written to the ledger before the
+    dispatch. A retry that finds it never dispatches: it is a
+    :class:`MaterializationInDoubtError` until the caller resolves the intent
+    with :func:`resolve_in_doubt` (run it again, or abandon it as a
+    ``split_state``);
+  - ``exactly_once``: the substrate's ``materialize_once`` receives the
+    intent's idempotency key (the request digest) and applies it at most once
+    in its own medium, so the retry applies nothing twice and gets the same
+    captures back;
+
 * a ``clean_failure`` that carries capture drafts contradicts itself and is
   refused before any append (a deliberate divergence from the Python
   reference, following the Go runtime); with no ledger row it stays retryable.
 
 Expected refusals are returned as ``Failure`` values; anything else a
-substrate raises propagates with nothing recorded.
+substrate raises propagates with nothing recorded (an at-most-once marker is
+withdrawn: a substrate that raises touched nothing).
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Protocol, TypeAlias
 
 from returns.result import Failure, Result, Success
 
 from goatherd.application.substrates import (
+    ExactlyOnceSubstrate,
     Substrate,
     SubstrateError,
     SubstrateRegistry,
+    delivery_of,
 )
 from goatherd.domain import (
     CAPTURE,
@@ -41,6 +63,7 @@ from goatherd.domain import (
     AppendGroup,
     AppendIntentConflictError,
     AppendReceipt,
+    MaterializationDelivery,
     MaterializationOutcome,
     MaterializationReceipt,
     MaterializationRequest,
@@ -54,15 +77,19 @@ from goatherd.domain import (
     TraceSlice,
     TraceStoreError,
     VisibleRecord,
+    canonical_json_ascii_bytes,
     materialization_request_digest,
 )
 
 __all__ = [
     "MATERIALIZE_READ_CONTEXT",
+    "InDoubtResolution",
+    "MaterializationInDoubtError",
     "MaterializationRefusedError",
     "MaterializationStore",
     "MaterializeFailure",
     "materialize",
+    "resolve_in_doubt",
 ]
 
 MATERIALIZE_READ_CONTEXT = ReadContext(actor_ref="vnext:materialize")
@@ -78,6 +105,41 @@ class MaterializationRefusedError(TraceStoreError):
     or undeclared capture draft, a ``clean_failure`` carrying captures.
     Nothing was appended and no ledger row was written.
     """
+
+
+class MaterializationInDoubtError(TraceStoreError):
+    """Raised (as a failure value) for an at-most-once intent that may have run.
+
+    Its started marker is in the ledger without a completed receipt: a run
+    started and was interrupted (a crash, a kill) or is still running in
+    another process. The substrate is not dispatched again until the caller
+    resolves the intent with :func:`resolve_in_doubt`.
+
+    Attributes:
+        intent: the request's ``append_intent_id``.
+    """
+
+    def __init__(self, intent: str) -> None:
+        """Name the in-doubt ``intent``."""
+        super().__init__(
+            f"materialize intent '{intent}' is in doubt: an at-most-once run "
+            "started and did not complete; resolve it (retry or abandon) "
+            "before materializing it again"
+        )
+        self.intent = intent
+
+
+class InDoubtResolution(StrEnum):
+    """How the caller resolves an in-doubt at-most-once intent.
+
+    ``retry``: the caller has checked that the effect did not happen (or
+    accepts that it runs again): the marker is withdrawn and the next
+    ``materialize`` dispatches the substrate. ``abandon``: the intent is
+    completed without running again, as a ``split_state`` receipt saying so.
+    """
+
+    RETRY = "retry"
+    ABANDON = "abandon"
 
 
 MaterializeFailure: TypeAlias = (
@@ -119,13 +181,30 @@ class MaterializationStore(Protocol):
         ...
 
     def read_completed_materialization(self, intent: str) -> tuple[str, str] | None:
-        """Return ``(request_digest, receipt_json)`` of a completed intent."""
+        """Return ``(request_digest, receipt_json)`` of the intent's ledger row.
+
+        The receipt is a completed one, or an at-most-once started marker.
+        """
         ...
 
     def record_completed_materialization(
         self, intent: str, request_digest: str, receipt_json: str
     ) -> None:
         """Write the ledger row (same digest again is fine)."""
+        ...
+
+    def replace_materialization(
+        self,
+        intent: str,
+        request_digest: str,
+        expected_receipt_json: str,
+        receipt_json: str | None,
+    ) -> bool:
+        """Swap (or delete) a ledger row still holding the expected receipt."""
+        ...
+
+    def read_append_intent(self, intent_id: str) -> AppendReceipt | None:
+        """Return the stored receipt of a committed append intent, or ``None``."""
         ...
 
 
@@ -138,7 +217,9 @@ def materialize(
     """Materialize ``request``'s declarations through their substrate.
 
     Idempotent per intent once completed (the stored receipt is returned
-    without a dispatch); at-least-once dispatch before that.
+    without a dispatch). An interrupted run is delivered again at least once,
+    at most once (then in doubt) or exactly once, as the substrate's delivery
+    says (see the module docstring).
 
     Returns:
         ``Success(receipt)`` whatever the outcome (``success``,
@@ -166,7 +247,23 @@ def _materialize(
     targets = _read_targets(store, request)
     substrate = registry.get(_substrate_ref(store, targets))
     _check_accepted(substrate, targets)
-    result = _checked(substrate, substrate.materialize(targets))
+    delivery = delivery_of(substrate, targets)
+    marker: str | None = None
+    if delivery is MaterializationDelivery.AT_MOST_ONCE:
+        started = _mark_started(store, context, request, digest, substrate)
+        if isinstance(started, MaterializationReceipt):
+            return started
+        marker = started
+    try:
+        raw = _dispatch(substrate, delivery, targets, digest)
+    except Exception:
+        if marker is not None:
+            # A substrate that raises touched nothing: nothing is in doubt.
+            store.replace_materialization(
+                request.append_intent_id, digest, marker, None
+            )
+        raise
+    result = _checked(substrate, raw)
     produced = _append_captures(store, context, request, substrate, result)
     receipt = MaterializationReceipt(
         outcome=result.outcome,
@@ -176,9 +273,166 @@ def _materialize(
         failure_reason=result.failure_reason,
         world_side_anchors=tuple(dict(a) for a in result.world_side_anchors),
     )
-    store.record_completed_materialization(
-        request.append_intent_id, digest, receipt.to_json()
+    return _complete(store, request.append_intent_id, digest, marker, receipt)
+
+
+def _dispatch(
+    substrate: Substrate,
+    delivery: MaterializationDelivery,
+    targets: Sequence[Record],
+    digest: str,
+) -> MaterializationResult:
+    if delivery is MaterializationDelivery.EXACTLY_ONCE:
+        assert isinstance(substrate, ExactlyOnceSubstrate)  # delivery_of checked
+        return substrate.materialize_once(targets, digest)
+    return substrate.materialize(targets)
+
+
+def _complete(
+    store: MaterializationStore,
+    intent: str,
+    digest: str,
+    marker: str | None,
+    receipt: MaterializationReceipt,
+) -> MaterializationReceipt:
+    if marker is not None and store.replace_materialization(
+        intent, digest, marker, receipt.to_json()
+    ):
+        return receipt
+    # No marker, or it was resolved while this run went on: insert if absent
+    # and return what the ledger holds.
+    store.record_completed_materialization(intent, digest, receipt.to_json())
+    stored = _stored_receipt(store, intent, digest)
+    return receipt if stored is None else stored
+
+
+_STARTED: str = "started"
+
+
+def _mark_started(
+    store: MaterializationStore,
+    context: OperationContext,
+    request: MaterializationRequest,
+    digest: str,
+    substrate: Substrate,
+) -> str | MaterializationReceipt:
+    """Write this run's started marker; return it, or the receipt already stored.
+
+    The marker carries a fresh attempt id, so that of two racing runs only the
+    one whose marker the ledger kept goes on (the other gets in doubt).
+    """
+    marker = canonical_json_ascii_bytes(
+        {
+            "state": _STARTED,
+            "attempt": uuid.uuid4().hex,
+            "started_by": context.actor_ref,
+            "substrate_ref": substrate.substrate_ref,
+            "target_record_ids": list(request.target_record_ids),
+            "produced_record_ids": [],
+        },
+        root="receipt",
+    ).decode("ascii")
+    intent = request.append_intent_id
+    store.record_completed_materialization(intent, digest, marker)
+    row = store.read_completed_materialization(intent)
+    if row is not None and row[1] == marker:
+        return marker
+    stored = _stored_receipt(store, intent, digest)
+    if stored is None:  # withdrawn at once by a concurrent retry resolution
+        raise MaterializationInDoubtError(intent)
+    return stored
+
+
+def _started_marker(receipt_json: str) -> Mapping[str, object] | None:
+    try:
+        data = json.loads(receipt_json)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and data.get("state") == _STARTED:
+        return data
+    return None
+
+
+def resolve_in_doubt(
+    store: MaterializationStore,
+    operation_context: OperationContext,
+    request: MaterializationRequest,
+    resolution: InDoubtResolution | str,
+) -> Result[MaterializationReceipt | None, MaterializeFailure]:
+    """Resolve an in-doubt at-most-once intent explicitly (ADR 0074).
+
+    ``request`` must be the same request (same digest) whose run is in
+    doubt. ``retry`` withdraws the started marker and returns
+    ``Success(None)``: the next :func:`materialize` dispatches again.
+    ``abandon`` completes the intent without running it as a ``split_state``
+    receipt naming the resolving actor, and returns ``Success(receipt)``.
+
+    Returns:
+        ``Failure(MaterializationRefusedError)`` if the intent is not in
+        doubt (never started, or completed) or the resolution is unknown;
+        ``Failure(AppendIntentConflictError)`` for another request digest.
+    """
+    try:
+        return Success(_resolve(store, operation_context, request, resolution))
+    except (MaterializationRequestError, TraceStoreError, SubstrateError) as error:
+        return Failure(error)
+
+
+def _resolve(
+    store: MaterializationStore,
+    context: OperationContext,
+    request: MaterializationRequest,
+    resolution: InDoubtResolution | str,
+) -> MaterializationReceipt | None:
+    _authorize(context)
+    request.validate()
+    known = {r.value for r in InDoubtResolution}
+    if resolution not in known:
+        raise MaterializationRefusedError(
+            f"unknown in-doubt resolution {resolution!r} (known: "
+            + ", ".join(sorted(known))
+            + ")"
+        )
+    intent = request.append_intent_id
+    digest = materialization_request_digest(request, context)
+    row = store.read_completed_materialization(intent)
+    marker = None if row is None else _started_marker(row[1])
+    if row is None or marker is None:
+        raise MaterializationRefusedError(
+            f"materialize intent '{intent}' is not in doubt"
+        )
+    if row[0] != digest:
+        raise AppendIntentConflictError(
+            f"materialize intent '{intent}' was started with different content"
+        )
+    appended = store.read_append_intent(intent)
+    produced = () if appended is None else appended.fact_ids
+    if resolution == InDoubtResolution.RETRY:
+        if appended is not None:
+            raise MaterializationRefusedError(
+                f"materialize intent '{intent}' cannot be retried: its captures "
+                "were recorded, so its effect ran; abandon it instead"
+            )
+        if not store.replace_materialization(intent, digest, row[1], None):
+            raise MaterializationRefusedError(
+                f"materialize intent '{intent}' changed while being resolved"
+            )
+        return None
+    receipt = MaterializationReceipt(
+        outcome=MaterializationOutcome.SPLIT_STATE,
+        substrate_ref=str(marker.get("substrate_ref", "")),
+        target_record_ids=request.target_record_ids,
+        produced_record_ids=produced,
+        failure_reason=(
+            "in doubt: an at-most-once run started and did not complete"
+            + ("" if appended is None else " (its captures were recorded)")
+            + f"; abandoned by {context.actor_ref}"
+        ),
     )
+    if not store.replace_materialization(intent, digest, row[1], receipt.to_json()):
+        raise MaterializationRefusedError(
+            f"materialize intent '{intent}' changed while being resolved"
+        )
     return receipt
 
 
@@ -201,6 +455,8 @@ def _stored_receipt(
     if row is None:
         return None
     stored_digest, receipt_json = row
+    if stored_digest == digest and _started_marker(receipt_json) is not None:
+        raise MaterializationInDoubtError(intent)
     if stored_digest != digest:
         raise AppendIntentConflictError(
             f"materialize intent '{intent}' was already committed "

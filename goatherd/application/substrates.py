@@ -7,6 +7,16 @@ the substrate by the declarations' witnesses and appends the captures.
 
 The registry is process-local and fails closed: an unknown ref is an error,
 never a guess. :class:`EchoSubstrate` is the deterministic test substrate.
+
+Delivery (ADR 0074). A plain substrate is delivered at least once: the
+ledger never re-runs a *completed* intent, but an effect interrupted before
+its ledger row is dispatched again on retry. A substrate may say otherwise
+per batch with ``delivery_for`` (:class:`DeliveryAwareSubstrate`):
+``at_most_once`` makes the orchestrator write a started marker first and
+refuse to re-dispatch after a crash (the intent is then in doubt until the
+caller resolves it); ``exactly_once`` requires ``materialize_once``
+(:class:`ExactlyOnceSubstrate`), which receives the intent's idempotency key
+and must check and apply it in one atomic step of its own medium.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from goatherd.domain import (
     CAPTURE,
     DEFAULT_CONTAINMENT,
     GoatherdError,
+    MaterializationDelivery,
     MaterializationOutcome,
     MaterializationResult,
     Record,
@@ -26,11 +37,14 @@ from goatherd.domain import (
 )
 
 __all__ = [
+    "DeliveryAwareSubstrate",
     "EchoSubstrate",
+    "ExactlyOnceSubstrate",
     "Substrate",
     "SubstrateError",
     "SubstrateRegistry",
     "UnknownSubstrateError",
+    "delivery_of",
 ]
 
 
@@ -86,6 +100,61 @@ class Substrate(Protocol):
         nothing in that case.
         """
         ...
+
+
+@runtime_checkable
+class DeliveryAwareSubstrate(Protocol):
+    """A substrate that says how a batch is delivered (absent: at least once)."""
+
+    def delivery_for(self, records: Sequence[Record]) -> MaterializationDelivery:
+        """Return the delivery the orchestrator must give ``records``."""
+        ...
+
+
+@runtime_checkable
+class ExactlyOnceSubstrate(Protocol):
+    """A substrate that can check and apply an idempotency key atomically."""
+
+    def materialize_once(
+        self, records: Sequence[Record], idempotency_key: str
+    ) -> MaterializationResult:
+        """Apply ``records`` unless ``idempotency_key`` was already applied.
+
+        The check and the effect must be one atomic step of the substrate's
+        own medium (one transaction, one rename): after a crash anywhere, the
+        key is applied with its effect or neither is. An applied key returns
+        the same result (the same capture drafts) without applying again.
+        """
+        ...
+
+
+def delivery_of(
+    substrate: Substrate, records: Sequence[Record]
+) -> MaterializationDelivery:
+    """Return how ``substrate`` delivers ``records`` (at least once by default).
+
+    Raises:
+        SubstrateError: the substrate claims ``exactly_once`` without a
+            ``materialize_once``, or names no known delivery.
+    """
+    if not isinstance(substrate, DeliveryAwareSubstrate):
+        return MaterializationDelivery.AT_LEAST_ONCE
+    claimed = substrate.delivery_for(records)
+    try:
+        delivery = MaterializationDelivery(claimed)
+    except ValueError:
+        raise SubstrateError(
+            f"substrate '{substrate.substrate_ref}' names an unknown delivery: "
+            f"{claimed!r}"
+        ) from None
+    if delivery is MaterializationDelivery.EXACTLY_ONCE and not isinstance(
+        substrate, ExactlyOnceSubstrate
+    ):
+        raise SubstrateError(
+            f"substrate '{substrate.substrate_ref}' claims exactly_once "
+            "delivery but has no materialize_once"
+        )
+    return delivery
 
 
 class SubstrateRegistry:

@@ -24,6 +24,7 @@ from goatherd.domain.records import RecordDraft
 
 __all__ = [
     "MAX_OWNER_ORDINAL",
+    "MaterializationDelivery",
     "MaterializationOutcome",
     "MaterializationReceipt",
     "MaterializationRequest",
@@ -50,6 +51,28 @@ class MaterializationOutcome(StrEnum):
     SUCCESS = "success"
     CLEAN_FAILURE = "clean_failure"
     SPLIT_STATE = "split_state"
+
+
+class MaterializationDelivery(StrEnum):
+    """How often an interrupted materialization may apply its effect.
+
+    The ledger makes a *completed* intent never run again, whatever the
+    delivery. The delivery says what happens to an effect interrupted between
+    its start and the ledger row (ADR 0074):
+
+    * ``at_least_once``: a retry dispatches the substrate again, so the effect
+      may apply twice (a substrate must be idempotent for that to be harmless);
+    * ``at_most_once``: a started marker is written to the ledger before the
+      dispatch; a retry that finds it refuses with an in-doubt error and never
+      dispatches until the caller resolves the intent explicitly;
+    * ``exactly_once``: the substrate receives the intent's idempotency key
+      and checks and applies it atomically in the effect's own medium, so a
+      re-dispatch applies nothing twice.
+    """
+
+    AT_LEAST_ONCE = "at_least_once"
+    AT_MOST_ONCE = "at_most_once"
+    EXACTLY_ONCE = "exactly_once"
 
 
 class MaterializationRequestError(DomainError, ValueError):

@@ -413,7 +413,7 @@ class TestKVAndEcho:
                 0.5,
                 ["a"],
             )
-        assert table_names(world_path) == {"kv"}
+        assert table_names(world_path) == {"kv", "applied_intents"}
         assert "kv" not in table_names(tmp_path / "trace.db")
 
     def test_kv_retry_after_a_restart_replays_without_writing_the_world(

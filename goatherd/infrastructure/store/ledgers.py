@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from goatherd.domain.errors import AppendIntentConflictError
@@ -38,6 +38,7 @@ __all__ = [
     "load_blobs",
     "read_materialization",
     "record_materialization",
+    "replace_materialization",
     "write_blob",
 ]
 
@@ -178,3 +179,41 @@ def record_materialization(
             f"materialize intent '{intent}' was already committed with different "
             "content"
         )
+
+
+def replace_materialization(
+    conn: Connection,
+    intent: str,
+    request_digest: str,
+    expected_receipt_json: str,
+    receipt_json: str | None,
+) -> bool:
+    """Swap a ledger row's receipt if it still is ``expected_receipt_json``.
+
+    A compare-and-swap for the started marker of an at-most-once
+    materialization (ADR 0074): the row is replaced by ``receipt_json``
+    (``completed_at`` set anew), or deleted when that is ``None``, only if it
+    holds ``request_digest`` and exactly ``expected_receipt_json``. The write
+    and its side step commit together. Returns whether the row was swapped.
+    """
+    match = (
+        (materialization_intents.c.materialize_intent_id == intent)
+        & (materialization_intents.c.request_digest == request_digest)
+        & (materialization_intents.c.receipt_json == expected_receipt_json)
+    )
+    if receipt_json is None:
+        if not conn.execute(delete(materialization_intents).where(match)).rowcount:
+            return False
+        write_side_step(Driver(conn), LEDGER, intent, None)
+        return True
+    completed_at = commit_time(postgres=conn.dialect.name == "postgresql")
+    swapped = conn.execute(
+        update(materialization_intents)
+        .where(match)
+        .values(receipt_json=receipt_json, completed_at=completed_at)
+    ).rowcount
+    if not swapped:
+        return False
+    digest = ledger_row_digest(intent, request_digest, receipt_json, completed_at)
+    write_side_step(Driver(conn), LEDGER, intent, digest)
+    return True

@@ -1066,7 +1066,11 @@ class SqlAlchemyTraceStore:
     # ------------------------------------------------ materialization ledger
 
     def read_completed_materialization(self, intent: str) -> tuple[str, str] | None:
-        """Return ``(request_digest, receipt_json)`` of a completed intent."""
+        """Return ``(request_digest, receipt_json)`` of an intent's ledger row.
+
+        The receipt is ``materialize``'s JSON: a completed receipt, or the
+        started marker of an at-most-once run (ADR 0074).
+        """
         with self._reading() as reader:
             return ledgers.read_materialization(reader.conn, intent)
 
@@ -1080,6 +1084,22 @@ class SqlAlchemyTraceStore:
         """
         with self.transaction() as conn:
             ledgers.record_materialization(conn, intent, request_digest, receipt_json)
+
+    def replace_materialization(
+        self,
+        intent: str,
+        request_digest: str,
+        expected_receipt_json: str,
+        receipt_json: str | None,
+    ) -> bool:
+        """Swap (or delete, given ``None``) a ledger row still holding the expected.
+
+        Returns whether the row was swapped (ADR 0074).
+        """
+        with self.transaction() as conn:
+            return ledgers.replace_materialization(
+                conn, intent, request_digest, expected_receipt_json, receipt_json
+            )
 
 
 class SQLiteTraceStore(SqlAlchemyTraceStore):

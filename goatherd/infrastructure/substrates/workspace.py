@@ -17,6 +17,16 @@ Outcome honesty (runtime-spec 14.4):
   the failure touched the world (captures and anchors of landed records only),
   else ``clean_failure``; the reason is ``record <id>: <error>``;
 * an exec that ran to completion is a success whatever its exit code.
+
+Delivery (ADR 0074): the mode of a batch with an exec is the constructor's
+``exec_delivery``, said explicitly by the caller. ``at_least_once`` (the
+default) lets a retry after a crash run the command again; ``at_most_once``
+makes the orchestrator write a started marker first, so a crash after the
+start leaves the intent in doubt and the command is never run again until
+the caller resolves it. An exec cannot be made exactly once in general (a
+command's effects are its own), so ``exactly_once`` is refused. A batch of
+file writes only is delivered at least once: a re-dispatch writes the same
+bytes to the same paths again.
 """
 
 from __future__ import annotations
@@ -28,9 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from goatherd.application import SubstrateError
 from goatherd.application.ports import ExecRequest, Sandbox
 from goatherd.domain import (
     CAPTURE,
+    MaterializationDelivery,
     MaterializationOutcome,
     MaterializationResult,
     Record,
@@ -72,8 +84,42 @@ class _Applied:
 class WorkspaceSubstrate:
     """Materialize file writes and execs through a :class:`Sandbox`."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        exec_delivery: MaterializationDelivery | str = (
+            MaterializationDelivery.AT_LEAST_ONCE
+        ),
+    ) -> None:
+        """Apply through ``sandbox``; deliver batches with an exec as ``exec_delivery``.
+
+        Raises:
+            SubstrateError: ``exec_delivery`` is ``exactly_once`` (an exec
+                cannot check and apply a key atomically) or unknown.
+        """
+        allowed = (
+            MaterializationDelivery.AT_LEAST_ONCE,
+            MaterializationDelivery.AT_MOST_ONCE,
+        )
+        if exec_delivery not in allowed:
+            raise SubstrateError(
+                f"workspace exec_delivery must be at_least_once or at_most_once, "
+                f"got {exec_delivery!r}: a command cannot be made exactly once"
+            )
         self._sandbox = sandbox
+        self._exec_delivery = MaterializationDelivery(exec_delivery)
+
+    @property
+    def exec_delivery(self) -> MaterializationDelivery:
+        """How a batch with an exec is delivered (given at construction)."""
+        return self._exec_delivery
+
+    def delivery_for(self, records: Sequence[Record]) -> MaterializationDelivery:
+        """Return ``exec_delivery`` for a batch with an exec, else at least once."""
+        if any(r.envelope.schema_ref == WORKSPACE_EXEC_SCHEMA_REF for r in records):
+            return self._exec_delivery
+        return MaterializationDelivery.AT_LEAST_ONCE
 
     @property
     def substrate_ref(self) -> str:

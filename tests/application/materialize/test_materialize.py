@@ -34,7 +34,7 @@ from goatherd.domain import (
     RetainedContextDraft,
 )
 from goatherd.infrastructure.sandbox import MemorySandbox
-from goatherd.infrastructure.store import SQLiteTraceStore
+from goatherd.infrastructure.store import SqlAlchemyTraceStore, SQLiteTraceStore
 from goatherd.infrastructure.substrates import SQLiteKVSubstrate, WorkspaceSubstrate
 
 CONTEXT = AppendContext(
@@ -45,7 +45,7 @@ OWNER = "agent:main"
 
 
 def declare(
-    store: SQLiteTraceStore,
+    store: SqlAlchemyTraceStore,
     intent: str,
     payloads: Sequence[dict[str, object]],
     *,

@@ -13,6 +13,7 @@ from goatherd.domain import (
     CheckpointBlob,
     CheckpointBlobTooLargeError,
 )
+from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.store import (
     DEFAULT_CHECKPOINT_BLOB_LIMIT,
     SqlAlchemyTraceStore,
@@ -104,3 +105,28 @@ class TestMaterializationLedger:
         ):
             store.record_completed_materialization("m:1", "d2", "{}")
         assert dump(store) == before
+
+    def test_a_marker_is_swapped_only_while_it_is_the_stored_receipt(
+        self, store: SqlAlchemyTraceStore
+    ) -> None:
+        digest = "ab" * 32
+        store.record_completed_materialization("m:1", digest, '{"state":"started"}')
+        before = dump(store)
+        for wrong in (("cd" * 32, '{"state":"started"}'), (digest, '{"state":"x"}')):
+            assert not store.replace_materialization("m:1", *wrong, "{}")
+        assert not store.replace_materialization("m:2", digest, "{}", None)
+        assert dump(store) == before
+        assert store.replace_materialization(
+            "m:1", digest, '{"state":"started"}', '{"outcome":"success"}'
+        )
+        assert store.read_completed_materialization("m:1") == (
+            digest,
+            '{"outcome":"success"}',
+        )
+        assert store.replace_materialization(
+            "m:1", digest, '{"outcome":"success"}', None
+        )
+        assert store.read_completed_materialization("m:1") is None
+        store.record_completed_materialization("m:1", digest, '{"outcome":"success"}')
+        report = verify_trace(store)
+        assert report.ok, report.problems
