@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # --durations on a 2-core machine). Only the order of the run depends on it: a
 # stale figure costs wall time, never a result.
 LONG_TESTS: dict[str, float] = {
-    "tests/stateful/test_runtime_machine.py": 25,
+    "tests/stateful/test_runtime_machine.py": 7,  # each of its 4 parts
     "tests/mcp/test_recovery.py": 8,
     "tests/faults/test_soak_short.py": 14,
     "tests/cli/test_read_only_user.py": 15,

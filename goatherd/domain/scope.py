@@ -239,9 +239,14 @@ class ScopeAggregate:
         self.require_active(message)
         if self._workspace_ended(workspace):
             assert workspace is not None
+            ended = (
+                f"which is {workspace.state}"
+                if not workspace.is_active
+                else "whose sandbox was destroyed"
+            )
             raise ScopeStateError(
                 f"{message} {self.scope_id}: it works in the workspace "
-                f"of {workspace.scope_id}, which is {workspace.state}",
+                f"of {workspace.scope_id}, {ended}",
                 self.scope_id,
                 self.state,
             )
