@@ -6,16 +6,21 @@ rules (:func:`default_rules`), in the order the gate consults them:
 
 * ``destructive_command_block`` (:func:`destructive_command_rule`): denies a
   ``run`` whose shell command removes trees or wipes state: ``rm`` with a
-  recursive option, ``find`` with ``-delete`` or ``-exec rm``, ``shred``,
-  ``wipefs``, ``mkfs``, ``dd of=``, ``git clean -f``, ``git reset --hard``,
-  ``git push`` with ``--force``/``--mirror``/``--delete``, and ``chmod``/
-  ``chown``/``chgrp`` with ``-R``. It reads the command as a shell would
-  split it (quotes, ``;``/``&&``/``|``, subshells, ``$(...)``, backticks,
-  ``sudo``/``env``/``xargs`` wrappers, ``sh -c`` and ``eval`` strings).
-  It is a policy, not a boundary: a command can hide what it does (a script,
-  a variable, ``python -c``). The boundary is Landlock (a command writes
-  nothing outside its worktree) and the checkpoints (whatever it did in the
-  worktree can be rolled back).
+  recursive option, ``find`` with ``-delete`` or ``-exec`` of such a command,
+  ``shred``, ``wipefs``, ``mkfs``, ``dd of=``, ``git clean`` that is not a dry
+  run, ``git reset --hard``, forced ``git push``, and ``chmod``/``chown``/
+  ``chgrp`` with ``-R``. It reads the command with a shell grammar
+  (:mod:`goatherd.integrations.mcp.shell`: quoting, ``$'...'``, every
+  substitution, here-documents), looks through wrappers (``sudo``, ``env``,
+  ``xargs``, ``timeout``...), ``sh -c`` and ``eval`` strings, ``find -exec``
+  and git aliases, and reads options as ``getopt_long`` and git do (any
+  order, clusters, long options by unique prefix). What it cannot read, a
+  command whose name is computed at run time and a computed option of
+  ``rm``/``git reset``/``git push`` are denied too. It is a guard against
+  accidents, not a boundary: a command can hide what it does (a script,
+  ``python -c``). The boundary is Landlock (a command writes nothing outside
+  its worktree) and the checkpoints (whatever it did in the worktree can be
+  rolled back).
 * ``stuck_detection`` (built in): guidance after the same call five times
   running.
 * ``error_rate_guard`` (built in): guidance when half of the last ten calls
