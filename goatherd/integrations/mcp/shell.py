@@ -441,6 +441,8 @@ class _Reader:
                 out.append(char)
                 continue
             code = self.peek()
+            if not code:
+                raise ShellSyntaxError("an unclosed $' quote")
             self.pos += 1
             if code in _ANSI:
                 out.append(_ANSI[code])

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from goatherd.integrations.mcp import destructive_reason
@@ -279,3 +279,32 @@ def test_chmod_really_takes_the_abbreviation(tmp_path: Path) -> None:
     repo = _scratch(tmp_path)
     subprocess.run(["chmod", "--recur", "700", "t"], cwd=repo, check=True)
     assert (repo / "t" / "deep" / "f").stat().st_mode & 0o777 == 0o700
+
+
+_SHELL_BITS = st.sampled_from(
+    [
+        *" \t\n;&|()<>'\"\\$`{}[]*?!#=-rmfc0~,.",
+        "$(",
+        "<(",
+        "<<",
+        "$'",
+        "${",
+        "$((",
+        "bash -c ",
+        "rm -rf ",
+        "git clean ",
+        "eval ",
+        "env -S ",
+        "find . -exec ",
+        "\\x",
+        "\\0",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@example("$'\\")
+@given(st.lists(_SHELL_BITS, max_size=40).map("".join))
+def test_any_shell_like_text_is_judged_without_raising(command: str) -> None:
+    reason = destructive_reason(command)
+    assert reason is None or isinstance(reason, str)
