@@ -220,3 +220,21 @@ def test_a_file_up_to_the_limit_is_read(
     assert not reply.is_error, reply.text
     assert reply.data["total_lines"] == MAX_READ_FILE_BYTES // 1024
     assert reply.data["content"] == line * 2
+
+
+def test_tools_that_read_the_whole_worktree_pass_a_fifo_by(
+    opened: tuple[WorkspaceTools, str, Path],
+) -> None:
+    tools, env, worktree = opened
+    fifo = worktree / "pipe"
+    os.mkfifo(fifo)
+    (worktree / "new.txt").write_text("new\n")
+    listed = _promptly(lambda: tools.list_files(env), fifo)
+    assert not listed.is_error, listed.text
+    assert "pipe [other]" in listed.text
+    diff = _promptly(lambda: tools.diff(env), fifo)
+    assert not diff.is_error, diff.text
+    assert "new.txt" in diff.text
+    checkpoint = _promptly(lambda: tools.checkpoint(env), fifo)
+    assert not checkpoint.is_error, checkpoint.text
+    _still_works(tools, env)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -20,8 +21,9 @@ from returns.result import Success
 from goatherd.application import Supervisor
 from goatherd.infrastructure import open_runtime
 from goatherd.integrations.mcp import root_owner_for
+from tests.infrastructure.backends import backend_url
 from tests.mcp.agents import agent, server_parameters, text
-from tests.mcp.conftest import make_project, needs_landlock
+from tests.mcp.conftest import TRACE_BACKENDS, make_project, needs_landlock
 
 pytestmark = [needs_landlock, pytest.mark.integration]
 
@@ -53,9 +55,16 @@ def _halt_when_sleeping(db: str, scope_id: str, halted: list[float]) -> None:
     halted.append(time.monotonic())
 
 
-def test_a_halt_from_another_process_ends_a_running_command(tmp_path: Path) -> None:
+@pytest.fixture(params=TRACE_BACKENDS)
+def trace(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    yield from backend_url(request.param, tmp_path)
+
+
+def test_a_halt_from_another_process_ends_a_running_command(
+    tmp_path: Path, trace: str
+) -> None:
     project = make_project(tmp_path / "project")
-    db = str(tmp_path / "t.sqlite")
+    db = trace
     halted: list[float] = []
 
     async def main() -> tuple[bool, str, float]:
