@@ -4,7 +4,13 @@ A path is relative to the worktree. It is checked lexically and resolved
 (symlinks that stay inside are followed, one that leads outside is refused)
 before anything is opened; then every component of the resolved path is
 opened with ``O_NOFOLLOW`` relative to the directory before it, so a symlink
-swapped in after the check fails the call instead of leading outside. Writes
+swapped in after the check fails the call instead of leading outside. A file
+is read only when it is a regular file: the last component is checked with
+``lstat`` before it is opened (a FIFO, socket, device or directory is refused
+without opening it), opened with ``O_NONBLOCK`` (a FIFO swapped in after the
+check cannot block the open) and checked again with ``fstat`` on the open
+descriptor; its size is checked before a byte is read, and at most the limit
+plus one byte is ever read, so a file that grows meanwhile is refused too. Writes
 go to a new file beside the target, then replace it, so a reader never sees
 half a file. The repository's ``.git`` entries are refused: the worktree's
 history is the runtime's, not the agent's.
@@ -31,6 +37,7 @@ __all__ = [
     "MAX_EDIT_BYTES",
     "MAX_LIST_ENTRIES",
     "MAX_READ_BYTES",
+    "MAX_READ_FILE_BYTES",
     "MAX_WRITE_BYTES",
     "TextRead",
     "WorkspaceFiles",
@@ -39,6 +46,8 @@ __all__ = [
 
 MAX_READ_BYTES: Final = 256 * 1024
 """The most text one ``read_file`` returns (whole lines; ask again for more)."""
+MAX_READ_FILE_BYTES: Final = 16 * 1024 * 1024
+"""The largest file ``read_file`` reads (larger: refused before any byte is read)."""
 MAX_WRITE_BYTES: Final = 4 * 1024 * 1024
 """The largest content ``write_file`` accepts (UTF-8 bytes)."""
 MAX_EDIT_BYTES: Final = 8 * 1024 * 1024
@@ -47,6 +56,7 @@ MAX_LIST_ENTRIES: Final = 2000
 """The most entries one ``list_files`` returns."""
 
 _DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _SNIFF: Final = 8192
 
 
@@ -140,7 +150,7 @@ class WorkspaceFiles:
         At most :data:`MAX_READ_BYTES` are returned, in whole lines (a single
         longer line is cut).
         """
-        data = self._read_bytes(path, limit=None)
+        data = self._read_bytes(path, limit=MAX_READ_FILE_BYTES, verb="read")
         text = _decoded(path, data)
         lines = text.splitlines(keepends=True)
         start = first_line - 1
@@ -163,27 +173,40 @@ class WorkspaceFiles:
             "".join(chosen), first_line, start + len(chosen), len(lines), len(data)
         )
 
-    def _read_bytes(self, path: str, *, limit: int | None) -> bytes:
+    def _read_bytes(self, path: str, *, limit: int, verb: str) -> bytes:
+        """Return the bytes of the regular file ``path``, at most ``limit`` of them.
+
+        Never blocks on the file and never holds more than ``limit + 1`` bytes.
+        """
         parts = self._relative(path)
         with self._opened(path, parts) as fd:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise ToolInputError(f"{_named(path)} is not a regular file")
-            if limit is not None and info.st_size > limit:
-                raise ToolInputError(
-                    f"{_named(path)} is {info.st_size} bytes; files over {limit} bytes"
-                    " cannot be edited with this tool"
-                )
+            _regular(path, info.st_mode)
+            hint = (
+                f"files over {limit} bytes cannot be {verb} with this tool"
+                " (use run with head, tail or sed)"
+            )
+            if info.st_size > limit:
+                raise ToolInputError(f"{_named(path)} is {info.st_size} bytes; {hint}")
             chunks = []
-            while chunk := os.read(fd, 1 << 20):
+            held = 0
+            while held <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - held))
+                if not chunk:
+                    break
                 chunks.append(chunk)
+                held += len(chunk)
+            if held > limit:
+                raise ToolInputError(f"{_named(path)} grew while it was read; {hint}")
             return b"".join(chunks)
 
     @contextmanager
     def _opened(self, path: str, parts: list[str]) -> Iterator[int]:
         try:
             with self._directory(parts[:-1], create=False) as parent:
-                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent)
+                found = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+                _regular(path, found.st_mode)
+                fd = os.open(parts[-1], _FILE, dir_fd=parent)
         except FileNotFoundError:
             raise ToolInputError(f"{_named(path)} does not exist") from None
         except NotADirectoryError:
@@ -222,7 +245,8 @@ class WorkspaceFiles:
             raise ToolInputError("old_text is empty; use write_file to write a file")
         if old == new:
             raise ToolInputError("old_text and new_text are the same")
-        text = _decoded(path, self._read_bytes(path, limit=MAX_EDIT_BYTES))
+        data = self._read_bytes(path, limit=MAX_EDIT_BYTES, verb="edited")
+        text = _decoded(path, data)
         count = text.count(old)
         if count == 0:
             raise ToolInputError(f"old_text does not occur in {_named(path)}")
@@ -305,6 +329,26 @@ def _replace_in(parent: int, name: str, path: str, data: bytes) -> bool:
             os.unlink(temporary, dir_fd=parent)
         raise
     return existing is None
+
+
+def _regular(path: str, mode: int) -> None:
+    """Refuse ``path`` unless ``mode`` is a regular file's (nothing is opened)."""
+    if stat.S_ISREG(mode):
+        return
+    kind = (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a directory"
+        if stat.S_ISDIR(mode)
+        else "a symlink"
+        if stat.S_ISLNK(mode)
+        else "not a regular file"
+    )
+    raise ToolInputError(f"{_named(path)} is {kind}, not a regular file; not read")
 
 
 def _named(path: str) -> str:

@@ -6,16 +6,21 @@ rules (:func:`default_rules`), in the order the gate consults them:
 
 * ``destructive_command_block`` (:func:`destructive_command_rule`): denies a
   ``run`` whose shell command removes trees or wipes state: ``rm`` with a
-  recursive option, ``find`` with ``-delete`` or ``-exec rm``, ``shred``,
-  ``wipefs``, ``mkfs``, ``dd of=``, ``git clean -f``, ``git reset --hard``,
-  ``git push`` with ``--force``/``--mirror``/``--delete``, and ``chmod``/
-  ``chown``/``chgrp`` with ``-R``. It reads the command as a shell would
-  split it (quotes, ``;``/``&&``/``|``, subshells, ``$(...)``, backticks,
-  ``sudo``/``env``/``xargs`` wrappers, ``sh -c`` and ``eval`` strings).
-  It is a policy, not a boundary: a command can hide what it does (a script,
-  a variable, ``python -c``). The boundary is Landlock (a command writes
-  nothing outside its worktree) and the checkpoints (whatever it did in the
-  worktree can be rolled back).
+  recursive option, ``find`` with ``-delete`` or ``-exec`` of such a command,
+  ``shred``, ``wipefs``, ``mkfs``, ``dd of=``, ``git clean`` that is not a dry
+  run, ``git reset --hard``, forced ``git push``, and ``chmod``/``chown``/
+  ``chgrp`` with ``-R``. It reads the command with a shell grammar
+  (:mod:`goatherd.integrations.mcp.shell`: quoting, ``$'...'``, every
+  substitution, here-documents), looks through wrappers (``sudo``, ``env``,
+  ``xargs``, ``timeout``...), ``sh -c`` and ``eval`` strings, ``find -exec``
+  and git aliases, and reads options as ``getopt_long`` and git do (any
+  order, clusters, long options by unique prefix). What it cannot read, a
+  command whose name is computed at run time and a computed option of
+  ``rm``/``git reset``/``git push`` are denied too. It is a guard against
+  accidents, not a boundary: a command can hide what it does (a script,
+  ``python -c``). The boundary is Landlock (a command writes nothing outside
+  its worktree) and the checkpoints (whatever it did in the worktree can be
+  rolled back).
 * ``stuck_detection`` (built in): guidance after the same call five times
   running.
 * ``error_rate_guard`` (built in): guidance when half of the last ten calls
@@ -26,8 +31,8 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from goatherd.domain import (
@@ -41,6 +46,7 @@ from goatherd.domain import (
     scope_id_for_owner,
     stuck_detection_rule,
 )
+from goatherd.integrations.mcp.shell import ShellSyntaxError, Word, parse_commands
 
 __all__ = [
     "DESTRUCTIVE_COMMAND_RULE",
@@ -57,233 +63,490 @@ STUCK_REPEATS: Final = 5
 ERROR_RATE_THRESHOLD: Final = 0.5
 ERROR_RATE_WINDOW: Final = 10
 
-_SEPARATORS: Final = frozenset({";", ";;", "&", "&&", "|", "||", "|&", "(", ")", "!"})
-_REDIRECT: Final = re.compile(r"^\d*[<>]+&?$")
+_MAX_DEPTH: Final = 8
+_TOO_DEEP: Final = "a command nested too deeply to read"
+_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 _KEYWORDS: Final = frozenset(
     {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}"}
+    | {"!", "coproc"}
 )
-_WRAPPERS: Final = frozenset(
-    {
-        "sudo",
-        "doas",
-        "env",
-        "nice",
-        "ionice",
-        "nohup",
-        "time",
-        "command",
-        "builtin",
-        "exec",
-        "xargs",
-        "timeout",
-        "stdbuf",
-        "setsid",
-        "busybox",
-    }
-)
-_VALUED_OPTIONS: Final = {
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-U", "-r", "-t"}),
-    "doas": frozenset({"-u", "-C"}),
-    "env": frozenset({"-u", "-C", "-S"}),
-    "nice": frozenset({"-n"}),
-    "ionice": frozenset({"-c", "-n", "-p", "-P", "-u"}),
-    "timeout": frozenset({"-s", "-k"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "xargs": frozenset({"-n", "-I", "-i", "-d", "-L", "-l", "-P", "-s", "-E", "-a"}),
+_SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"})
+_SHELL_VALUED: Final = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+_WIPERS: Final = frozenset({"shred", "wipefs", "mke2fs"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    """A program that runs the rest of its arguments as a command."""
+
+    valued: str = ""
+    """Short options that take a value."""
+    longs: frozenset[str] = frozenset()
+    """Long options that take a value (``--name value``)."""
+    operands: int = 0
+    """Operands before the command (``timeout``'s duration)."""
+
+
+_WRAPPERS: Final = {
+    "sudo": _Wrapper(
+        "ugCDhpUrtT",
+        frozenset({"user", "group", "chdir", "host", "prompt", "other-user"})
+        | frozenset({"role", "type", "close-from", "command-timeout"}),
+    ),
+    "doas": _Wrapper("uC"),
+    "env": _Wrapper("uCS", frozenset({"unset", "chdir", "split-string"})),
+    "nice": _Wrapper("n", frozenset({"adjustment"})),
+    "ionice": _Wrapper("cnpPu", frozenset({"class", "classdata", "pid", "pgid"})),
+    "nohup": _Wrapper(),
+    "setsid": _Wrapper(),
+    "time": _Wrapper("fo", frozenset({"format", "output"})),
+    "command": _Wrapper(),
+    "builtin": _Wrapper(),
+    "exec": _Wrapper("a"),
+    "busybox": _Wrapper(),
+    "timeout": _Wrapper("sk", frozenset({"signal", "kill-after"}), 1),
+    "stdbuf": _Wrapper("ioe", frozenset({"input", "output", "error"})),
+    "xargs": _Wrapper(
+        "adEILnPs",
+        frozenset({"arg-file", "delimiter", "eof", "replace", "max-lines"})
+        | frozenset({"max-args", "max-procs", "max-chars", "process-slot-var"}),
+    ),
+    "chroot": _Wrapper("", frozenset({"userspec", "groups"}), 1),
+    "taskset": _Wrapper("", frozenset(), 1),
 }
-_SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish"})
-_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_WIPERS: Final = frozenset({"shred", "wipefs"})
-_RECURSIVE_OWNERSHIP: Final = frozenset({"chmod", "chown", "chgrp"})
-_MAX_DEPTH: Final = 8
 
 
 def destructive_reason(command: str) -> str | None:
-    """Return what makes ``command`` destructive (e.g. ``"rm -r"``), else ``None``."""
+    """Return what makes ``command`` destructive (e.g. ``"rm -r"``), else ``None``.
+
+    A command the reader cannot split (an unclosed quote...) is named as
+    unreadable, unless what can be made of its words is destructive.
+    """
     return _reason(command, 0)
 
 
 def _reason(command: str, depth: int) -> str | None:
     if depth > _MAX_DEPTH:
-        return "a command nested too deeply to read"
-    for words in _simple_commands(command):
-        found = _judge(words, depth)
+        return _TOO_DEEP
+    try:
+        commands = parse_commands(command)
+    except ShellSyntaxError as error:
+        return _lenient(command, depth) or f"a command the rule cannot read: {error}"
+    for simple in commands:
+        found = _judge(list(simple.words), depth)
         if found is not None:
             return found
     return None
 
 
-def _tokens(command: str) -> list[str]:
-    # Newlines end a command, and backticks start and end a substitution:
-    # read both as separators.
-    text = command.replace("`", " ; ").replace("\n", " ; ")
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        return list(lexer)
-    except ValueError:  # an unclosed quote: read the words as they stand
-        return text.replace('"', " ").replace("'", " ").split()
-
-
-def _simple_commands(command: str) -> Iterator[list[str]]:
-    words: list[str] = []
-    skip_next = False
-    for token in _tokens(command):
-        if skip_next:
-            skip_next = False
-            continue
-        if token in _SEPARATORS:
-            yield words
-            words = []
-        elif _REDIRECT.match(token):
-            skip_next = True  # the redirection's target is not a word
-        elif token != "$":  # noqa: S105 - a shell word, not a password
-            words.append(token)
-    yield words
-
-
-def _judge(words: list[str], depth: int) -> str | None:
-    for word in words:
-        if "$(" in word:  # a substitution inside a quoted word
-            found = _reason(word.split("$(", 1)[1].rstrip(")"), depth + 1)
-            if found is not None:
-                return found
-    rest = _strip_prefix(words)
-    if not rest:
-        return None
-    name = os.path.basename(rest[0])
-    args = rest[1:]
-    if name in _SHELLS:
-        return _shell_string(args, depth)
-    if name == "eval":
-        return _reason(" ".join(args), depth + 1)
-    judge = _JUDGES.get(name)
-    if judge is not None:
-        return judge(args, depth)
-    if name.startswith("mkfs") or name == "mke2fs":
-        return name
-    if name in _WIPERS:
-        return name
+def _lenient(command: str, depth: int) -> str | None:
+    """Judge an unreadable command's words as they stand, quotes dropped."""
+    text = re.sub(r"[;&|()\n`]", ";", re.sub(r"[\"'\\]", " ", command))
+    for chunk in text.split(";"):
+        found = _judge([Word(w, False, w) for w in chunk.split()], depth)
+        if found is not None and not found.startswith("a command the rule cannot"):
+            return found
     return None
 
 
-def _strip_prefix(words: list[str]) -> list[str]:
-    """Drop assignments, keywords and wrappers (with their options)."""
+def _judge(words: list[Word], depth: int) -> str | None:
+    """Judge one simple command (wrappers, shells and ``eval`` looked through)."""
+    if depth > _MAX_DEPTH:
+        return _TOO_DEEP
     index = 0
     while index < len(words):
         word = words[index]
-        base = os.path.basename(word)
-        if _ASSIGNMENT.match(word) or word in _KEYWORDS:
+        text = word.literal
+        if _ASSIGNMENT.match(word.prefix) or text in _KEYWORDS:
             index += 1
-        elif base in _WRAPPERS:
+            continue
+        if text == "function":
+            index += 2
+            continue
+        if text is None:
+            return "a command whose name is computed at run time"
+        name = os.path.basename(text)
+        wrapper = _WRAPPERS.get(name)
+        if wrapper is None:
+            return _program(name, words[index + 1 :], depth)
+        index, found = _past_wrapper(name, wrapper, words, index + 1, depth)
+        if found is not None:
+            return found
+    return None
+
+
+def _past_wrapper(
+    name: str, wrapper: _Wrapper, words: list[Word], index: int, depth: int
+) -> tuple[int, str | None]:
+    """Skip a wrapper's options; return where its command starts."""
+    while index < len(words):
+        text = words[index].literal
+        if text is None or not text.startswith("-") or text == "-":
+            break
+        index += 1
+        if text == "--":
+            break
+        value: str | None = None
+        if text.startswith("--"):
+            option, equals, attached = text[2:].partition("=")
+            if option in wrapper.longs:
+                value = attached if equals else _text_at(words, index)
+                index += 0 if equals else 1
+            if name == "env" and option == "split-string" and value is not None:
+                return index, _reason(value, depth + 1)
+            continue
+        for position, letter in enumerate(text[1:], start=2):
+            if letter in wrapper.valued:
+                value = text[position:] or _text_at(words, index)
+                index += 0 if text[position:] else 1
+                if name == "env" and letter == "S" and value is not None:
+                    return index, _reason(value, depth + 1)
+                break
+    while index < len(words) and _ASSIGNMENT.match(words[index].prefix):
+        index += 1
+    return index + wrapper.operands, None
+
+
+def _text_at(words: list[Word], index: int) -> str | None:
+    return words[index].literal if index < len(words) else None
+
+
+def _program(name: str, args: list[Word], depth: int) -> str | None:
+    if name in _SHELLS:
+        return _shell_string(args, depth)
+    if name == "eval":
+        if any(arg.computed for arg in args):
+            return "an eval string computed at run time"
+        return _reason(" ".join(arg.text for arg in args), depth + 1)
+    judge = _JUDGES.get(name)
+    if judge is not None:
+        return judge(args, depth)
+    if name.startswith("mkfs") or name in _WIPERS:
+        return name
+    return None
+
+
+def _shell_string(args: list[Word], depth: int) -> str | None:
+    """Judge ``sh -c STRING`` (the first operand after the options)."""
+    index = 0
+    reads_string = False
+    while index < len(args):
+        text = args[index].literal
+        if text is None:
+            break
+        if text == "--":
             index += 1
-            valued = _VALUED_OPTIONS.get(base, frozenset())
-            while index < len(words) and _wrapper_option(words[index]):
-                index += 2 if words[index] in valued else 1
+            break
+        if text in _SHELL_VALUED:
+            index += 2
+        elif text.startswith("--"):
+            index += 1
+        elif text[:1] in ("-", "+") and len(text) > 1:
+            reads_string = reads_string or "c" in text[1:]
+            index += 2 if ("o" in text[1:] or "O" in text[1:]) else 1
         else:
             break
-    return words[index:]
+    if not reads_string or index >= len(args):
+        return None
+    if args[index].computed:
+        return "a shell string computed at run time"
+    return _reason(args[index].text, depth + 1)
 
 
-def _wrapper_option(word: str) -> bool:
-    return (
-        word.startswith("-")
-        or bool(_ASSIGNMENT.match(word))
-        or bool(re.fullmatch(r"[\d.]+[smhd]?", word))
-    )
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """Options as a GNU ``getopt_long`` (or git's parse-options) reads them."""
+
+    shorts: frozenset[str]
+    longs: frozenset[str]
+    operands: tuple[Word, ...]
+    computed: bool
+    """A word computed at run time stands where an option may (it may be one)."""
 
 
-def _shell_string(args: list[str], depth: int) -> str | None:
-    for index, arg in enumerate(args[:-1]):
-        if arg == "-c" or (arg[:1] == "-" and "c" in arg[1:] and "-" not in arg[1:]):
-            return _reason(args[index + 1], depth + 1)
-    return None
+def _getopt(
+    args: Sequence[Word],
+    longs: dict[str, bool],
+    *,
+    valued: str = "",
+    modes: str = "",
+) -> _Parsed:
+    """Read ``args``: options anywhere before ``--``, long ones by unique prefix.
+
+    ``longs`` maps each long option to whether it takes a value. An
+    abbreviation resolves like ``getopt_long``: an exact name, else every
+    name it begins (more than one: the tool would refuse it as ambiguous;
+    all are kept, so the judgement errs towards denying). ``modes`` are
+    letters that end a short cluster (``chmod -w``: a mode, not an option).
+    """
+    shorts: set[str] = set()
+    found: set[str] = set()
+    operands: list[Word] = []
+    computed = False
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        text = word.literal
+        if text is None:
+            computed = computed or not word.prefix or word.prefix.startswith("-")
+            operands.append(word)
+        elif text == "--":
+            operands.extend(args[index:])
+            break
+        elif text.startswith("--"):
+            name, equals, _ = text[2:].partition("=")
+            named = [n for n in longs if n == name] or [
+                n for n in longs if n.startswith(name)
+            ]
+            found.update(named)
+            if len(named) == 1 and longs[named[0]] and not equals:
+                index += 1
+        elif text.startswith("-") and len(text) > 1:
+            for position, letter in enumerate(text[1:], start=2):
+                if letter in modes:
+                    break
+                shorts.add(letter)
+                if letter in valued:
+                    index += 0 if text[position:] else 1
+                    break
+        else:
+            operands.append(word)
+    return _Parsed(frozenset(shorts), frozenset(found), tuple(operands), computed)
 
 
-def _options(args: Sequence[str]) -> Iterator[str]:
-    for arg in args:
-        if arg == "--":
-            return
-        if arg.startswith("-") and len(arg) > 1:
-            yield arg
+_RM_LONGS: Final = dict.fromkeys(
+    [
+        "force",
+        "interactive",
+        "one-file-system",
+        "no-preserve-root",
+        "preserve-root",
+        "recursive",
+        "dir",
+        "verbose",
+        "help",
+        "version",
+    ],
+    False,
+)
+_MODE_LONGS: Final = {
+    **dict.fromkeys(
+        [
+            "changes",
+            "no-preserve-root",
+            "preserve-root",
+            "quiet",
+            "silent",
+            "recursive",
+            "verbose",
+            "help",
+            "version",
+            "dereference",
+            "no-dereference",
+        ],
+        False,
+    ),
+    "reference": True,
+    "from": True,
+}
 
 
-def _has_short(args: Sequence[str], letters: str, longs: Sequence[str]) -> bool:
-    for option in _options(args):
-        if option.startswith("--"):
-            if option.split("=", 1)[0] in longs:
-                return True
-        elif any(letter in option[1:] for letter in letters):
-            return True
-    return False
-
-
-def _rm(args: list[str], depth: int) -> str | None:
-    if _has_short(args, "rR", ("--recursive",)):
+def _rm(args: list[Word], depth: int) -> str | None:
+    parsed = _getopt(args, _RM_LONGS)
+    if parsed.shorts & {"r", "R"} or "recursive" in parsed.longs:
         return "rm -r"
-    if "--no-preserve-root" in args:
+    if "no-preserve-root" in parsed.longs:
         return "rm --no-preserve-root"
+    if parsed.computed:
+        return "rm with an option computed at run time (put -- before such operands)"
     return None
 
 
-def _find(args: list[str], depth: int) -> str | None:
-    if "-delete" in args:
-        return "find -delete"
-    for index, arg in enumerate(args):
-        if arg in ("-exec", "-execdir", "-ok", "-okdir"):
-            inner = args[index + 1 :]
-            end = next((i for i, a in enumerate(inner) if a in (";", "+")), len(inner))
-            found = _judge(inner[:end], depth + 1)
-            if found is not None:
-                return f"find {arg} {found}"
-    return None
+def _recursive_ownership(name: str) -> Callable[[list[Word], int], str | None]:
+    modes = "rwxXstugoa,+=01234567" if name == "chmod" else ""
 
-
-def _dd(args: list[str], depth: int) -> str | None:
-    return "dd of=" if any(arg.startswith("of=") for arg in args) else None
-
-
-def _recursive_ownership(name: str) -> Callable[[list[str], int], str | None]:
-    def judge(args: list[str], depth: int) -> str | None:
-        if _has_short(args, "R", ("--recursive",)):
+    def judge(args: list[Word], depth: int) -> str | None:
+        parsed = _getopt(args, _MODE_LONGS, modes=modes)
+        if "R" in parsed.shorts or "recursive" in parsed.longs:
             return f"{name} -R"
         return None
 
     return judge
 
 
-_GIT_GLOBALS_WITH_VALUE: Final = frozenset(
-    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"}
-)
-
-
-def _git(args: list[str], depth: int) -> str | None:
-    index = 0
-    while index < len(args) and args[index].startswith("-"):
-        index += 2 if args[index] in _GIT_GLOBALS_WITH_VALUE else 1
-    if index >= len(args):
-        return None
-    verb, rest = args[index], args[index + 1 :]
-    if verb == "clean" and _has_short(rest, "f", ("--force",)):
-        return "git clean -f"
-    if verb == "reset" and "--hard" in rest:
-        return "git reset --hard"
-    if verb == "push" and (
-        _has_short(rest, "f", ("--force", "--mirror", "--delete", "--prune"))
-        or any(arg.startswith("--force-with-lease") for arg in rest)
-        or any(arg.startswith("+") or arg.startswith(":") for arg in rest)
-    ):
-        return "git push --force"
+def _find(args: list[Word], depth: int) -> str | None:
+    texts = [arg.literal for arg in args]
+    if "-delete" in texts:
+        return "find -delete"
+    for index, text in enumerate(texts):
+        if text in ("-exec", "-execdir", "-ok", "-okdir"):
+            inner = args[index + 1 :]
+            end = next(
+                (i for i, a in enumerate(inner) if a.literal in (";", "+")), len(inner)
+            )
+            found = _judge(list(inner[:end]), depth + 1)
+            if found is not None:
+                return f"find {text} {found}"
     return None
 
 
-_JUDGES: Final[dict[str, Callable[[list[str], int], str | None]]] = {
+def _dd(args: list[Word], depth: int) -> str | None:
+    return "dd of=" if any(arg.prefix.startswith("of=") for arg in args) else None
+
+
+_GIT_VALUED: Final = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
+    | {"--super-prefix", "--list-cmds"}
+)
+_CLEAN_LONGS: Final = {
+    **dict.fromkeys(["dry-run", "quiet", "interactive", "force"], False),
+    "exclude": True,
+}
+_RESET_LONGS: Final = {
+    **dict.fromkeys(
+        [
+            "hard",
+            "soft",
+            "mixed",
+            "merge",
+            "keep",
+            "quiet",
+            "no-quiet",
+            "patch",
+            "intent-to-add",
+            "pathspec-file-nul",
+            "recurse-submodules",
+            "refresh",
+            "no-recurse-submodules",
+            "no-refresh",
+            "help",
+        ],
+        False,
+    ),
+    "pathspec-from-file": True,
+}
+_PUSH_LONGS: Final = {
+    **dict.fromkeys(
+        [
+            "all",
+            "branches",
+            "mirror",
+            "delete",
+            "tags",
+            "dry-run",
+            "porcelain",
+            "force",
+            "force-with-lease",
+            "force-if-includes",
+            "thin",
+            "no-thin",
+            "set-upstream",
+            "progress",
+            "prune",
+            "no-verify",
+            "verify",
+            "atomic",
+            "follow-tags",
+            "signed",
+            "ipv4",
+            "ipv6",
+            "quiet",
+            "verbose",
+            "help",
+        ],
+        False,
+    ),
+    **dict.fromkeys(
+        ["recurse-submodules", "receive-pack", "exec", "repo", "push-option"], True
+    ),
+}
+_PUSH_FORCING: Final = frozenset(
+    {"force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune"}
+)
+
+
+def _git(args: list[Word], depth: int) -> str | None:
+    index = 0
+    aliases: dict[str, str] = {}
+    while index < len(args) and (args[index].literal or "-").startswith("-"):
+        text = args[index].literal
+        if text is None:
+            return "git with an option computed at run time"
+        index += 1
+        if text in _GIT_VALUED:
+            value = args[index] if index < len(args) else None
+            index += 1
+            if text == "-c" and value is not None:
+                if value.computed:
+                    return "git -c with a setting computed at run time"
+                key, _, setting = value.text.partition("=")
+                if key.lower().startswith("alias."):
+                    aliases[key[len("alias.") :].lower()] = setting
+    if index >= len(args):
+        return None
+    verb = args[index].literal
+    if verb is None:
+        return "git with a command computed at run time"
+    rest = args[index + 1 :]
+    alias = aliases.get(verb.lower())
+    if alias is not None:
+        return _git_alias(alias, rest, depth)
+    judge = _GIT_VERBS.get(verb)
+    return judge(rest) if judge is not None else None
+
+
+def _git_alias(alias: str, rest: list[Word], depth: int) -> str | None:
+    if depth >= _MAX_DEPTH:
+        return _TOO_DEEP
+    if alias.startswith("!"):
+        return _reason(alias[1:], depth + 1)
+    try:
+        commands = parse_commands(alias)
+    except ShellSyntaxError as error:
+        return f"a git alias the rule cannot read: {error}"
+    words = [word for simple in commands[:1] for word in simple.words]
+    return _git([*words, *rest], depth + 1)
+
+
+def _git_clean(args: list[Word]) -> str | None:
+    parsed = _getopt(args, _CLEAN_LONGS, valued="e")
+    if "n" in parsed.shorts or "dry-run" in parsed.longs:
+        return None
+    return "git clean -f"
+
+
+def _git_reset(args: list[Word]) -> str | None:
+    parsed = _getopt(args, _RESET_LONGS)
+    if "hard" in parsed.longs:
+        return "git reset --hard"
+    if parsed.computed:
+        return "git reset with an option computed at run time"
+    return None
+
+
+def _git_push(args: list[Word]) -> str | None:
+    parsed = _getopt(args, _PUSH_LONGS, valued="o")
+    if parsed.shorts & {"f", "d"} or parsed.longs & _PUSH_FORCING:
+        return "git push --force"
+    if any(arg.prefix[:1] in ("+", ":") for arg in parsed.operands):
+        return "git push --force"
+    if parsed.computed:
+        return "git push with an option computed at run time"
+    return None
+
+
+_GIT_VERBS: Final[dict[str, Callable[[list[Word]], str | None]]] = {
+    "clean": _git_clean,
+    "reset": _git_reset,
+    "push": _git_push,
+}
+_JUDGES: Final[dict[str, Callable[[list[Word], int], str | None]]] = {
     "rm": _rm,
     "find": _find,
     "dd": _dd,
     "git": _git,
-    **{name: _recursive_ownership(name) for name in _RECURSIVE_OWNERSHIP},
+    **{name: _recursive_ownership(name) for name in ("chmod", "chown", "chgrp")},
 }
 
 

@@ -57,6 +57,7 @@ from goatherd.integrations.mcp.errors import (
     ToolRefusedError,
 )
 from goatherd.integrations.mcp.files import WorkspaceFiles, shown_name
+from goatherd.integrations.mcp.halting import MARKER, HaltWatch
 from goatherd.integrations.mcp.policy import default_rules
 from goatherd.integrations.mcp.recording import (
     CallRecorder,
@@ -425,6 +426,7 @@ class WorkspaceTools:
 
     def _run(self, env: Environment, command: str, cwd: str, timeout: float) -> _Done:
         sandbox = self.environments.sandbox_of(env)
+        watch = HaltWatch(self._store, env.owner)
         request = ExecRequest(
             "/bin/sh",
             ("-c", command),
@@ -433,12 +435,14 @@ class WorkspaceTools:
                 "TMPDIR": str(env.tmp),
                 "GOATHERD_ENVIRONMENT": env.env_id,
                 "PYTHONDONTWRITEBYTECODE": "1",
+                MARKER: watch.token,
             },
             timeout=timeout,
             output_limit=self._settings.output_limit,
         )
         try:
-            result = sandbox.exec(request)
+            with watch:
+                result = sandbox.exec(request)
         except ExecTimeoutError:
             message = (
                 f"the command outran its {timeout:g} s timeout; every process it"
@@ -449,7 +453,11 @@ class WorkspaceTools:
         except InvalidExecRequestError as error:
             raise ToolInputError(str(error)) from None
         except SandboxError as error:
+            if watch.halted:
+                return _halted_run()
             raise ToolRefusedError(str(error)) from None
+        if watch.halted:
+            return _halted_run()
         return _ran(result, self._settings.output_limit)
 
     # ------------------------------------------------------------ files
@@ -725,6 +733,16 @@ def _shown(payload: Mapping[str, object]) -> object:
     if len(text) <= 4096:
         return payload
     return {"truncated": bounded_text(text, 4096)}
+
+
+def _halted_run() -> _Done:
+    message = (
+        "the supervisor halted the environment while the command ran; every"
+        " process it started was killed. Stop working in this environment"
+    )
+    return _Done(
+        message, {"halted": True}, {"halted": True, "error": message}, False, True
+    )
 
 
 def _ran(result: ExecResult, limit: int) -> _Done:
