@@ -10,7 +10,6 @@ first call after the restart delivers it, once.
 
 from __future__ import annotations
 
-import pytest
 from returns.result import Success
 
 from goatherd.application import Supervisor
@@ -70,12 +69,6 @@ def test_a_restart_before_any_result_delivers_what_was_recorded(
     assert again.list_files(env).guidance == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a server that stays up after another served the environment keeps "
-    "its own cursor and delivers the other's guidance again (environments.py "
-    "observe reads guidance_through only when a server first sees the path)",
-)
 def test_a_server_still_running_does_not_deliver_what_another_delivered(
     make_tools: ToolsFactory, sqlite_trace: str
 ) -> None:

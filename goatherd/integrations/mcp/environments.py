@@ -21,7 +21,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
@@ -492,10 +492,14 @@ class Environments:
                 self._views.pop(owner, None)
                 self._sandboxes.pop(owner, None)
                 raise
+        # Another server serving the same environment may have delivered some
+        # of this guidance already: its results say through which ordinal.
+        delivered = _delivered_through(entries)
         guidance = [
             event.guidance
             for entry in entries
             if entry.record.envelope.schema_ref == GuidanceInjected.SCHEMA
+            and entry.record.owner_ordinal > delivered
             and isinstance(event := decode_fact(entry.record).event, GuidanceInjected)
         ]
         if entries:
@@ -513,13 +517,7 @@ class Environments:
     def _first_view(self, env: Environment) -> _View:
         entries = self._runtime.store.read_path(env.owner)
         self.close_interrupted(env.owner, entries)
-        through = -1
-        for entry in entries:
-            if is_result(entry):
-                value = entry.record.payload.get("guidance_through")
-                if isinstance(value, int) and not isinstance(value, bool):
-                    through = max(through, value)
-        view = _View(env, through, "")
+        view = _View(env, _delivered_through(entries), "")
         self._views[env.owner] = view
         return view
 
@@ -707,3 +705,14 @@ def _remove_worktree(repo: Path, worktree: Path) -> None:
         capture_output=True,
         check=False,
     )
+
+
+def _delivered_through(entries: Sequence[LogEntry]) -> int:
+    """Return the last path ordinal whose guidance a recorded result delivered."""
+    through = -1
+    for entry in entries:
+        if is_result(entry):
+            value = entry.record.payload.get("guidance_through")
+            if isinstance(value, int) and not isinstance(value, bool):
+                through = max(through, value)
+    return through
