@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Final
 
 from goatherd.application.commands.checkpoints import read_blob
+from goatherd.application.commands.claims import check_no_claim_needs
 from goatherd.application.commands.context import RuntimeContext
 from goatherd.application.commands.scopes import destroy_owned_sandbox, parent_of
 from goatherd.application.decisions import Decision
@@ -50,6 +51,7 @@ from goatherd.domain import (
     OutputNotFoundError,
     ParentMovedError,
     RetainedOutputAggregate,
+    RuntimeRuleError,
     ScopeAggregate,
     ScopeNotFoundError,
     SettleEffectLandedError,
@@ -108,7 +110,8 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
                 diff_truncated=truncated,
                 workspace=ctx.workspace_scope(owner),
             )
-            return Decision().place(event, owner, out_id)
+            guard = ctx.model.workspace_owner(owner)
+            return Decision().place(event, owner, out_id).guard(guard)
 
         try:
             ctx.record(intent, decide)
@@ -193,6 +196,13 @@ def _end(
             parent_owner = parent_of(kid)
             parent = ctx.model.scope(parent_owner)
             decision = decision.place(parent.discard(kid), parent_owner, kid.owner)
+            spaces = check_no_claim_needs(
+                ctx.model,
+                kid,
+                f"settle {out.output_id} (discarded): cannot discard scope",
+                allow=current.output_id,
+            )
+            decision = decision.guard(*spaces)
         settled = current.settle(verb, intent)
         claimed = current.claim_parent
         ws_owner = ctx.model.workspace_owner(claimed) if claimed else ""
@@ -225,21 +235,24 @@ def _settle_with_effect(
         _claim(ctx, out.output_id, child.owner, parent_owner, verb, intent, base)
     _land(sandbox, out, verb)
     ctx.fault("after-effect", intent)
-    result = out.workspace.digest()
-    if verb is SettlementAction.APPLY:
-        result = sandbox.capture().digest()
     try:
+        result = out.workspace.digest()
+        if verb is SettlementAction.APPLY:
+            result = sandbox.capture().digest()
         ctx.record(
             intent,
             lambda: _settlement(
                 ctx, out.output_id, child.owner, parent_owner, verb, intent, result
             ),
         )
-    except TraceStoreError as error:
+    except (TraceStoreError, RuntimeRuleError, SandboxError) as error:
+        # The effect stands on the parent: whatever kept its settlement from
+        # being recorded, the caller must learn the seq that finishes it.
         ctx.model.refresh()
         ending = effect_landed_ending(ctx.model.scope(child.owner).is_active)
+        seq = int(intent.rpartition(":")[2])
         raise SettleEffectLandedError(
-            out.output_id, verb.value, ending, str(error)
+            out.output_id, verb.value, ending, str(error), seq
         ) from error
 
 
