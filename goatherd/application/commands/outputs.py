@@ -162,17 +162,20 @@ def settle(ctx: RuntimeContext, output_id: str, action: str, seq: int | None) ->
         out = _found(ctx, output_id)
         owner = out.scope_owner
         intent = settle_intent(owner, str(action), ctx.next_seq(seq))
-        if ctx.committed(intent, seq):
-            return
-        out.check_settleable()
+        committed = ctx.committed(intent, seq)
+        if not committed:
+            out.check_settleable()
         verb = parse_settlement_action(action)
-        child = ctx.scope(owner)
-        if not child.listed:
-            raise ScopeNotFoundError(f"{child.scope_id} for output {output_id}")
-        if verb in _EFFECTS:
-            _settle_with_effect(ctx, out, child, verb, intent)
-        else:
-            _end(ctx, out, child, verb, intent)
+        if not committed:
+            child = ctx.scope(owner)
+            if not child.listed:
+                raise ScopeNotFoundError(f"{child.scope_id} for output {output_id}")
+            if verb in _EFFECTS:
+                _settle_with_effect(ctx, out, child, verb, intent)
+            else:
+                _end(ctx, out, child, verb, intent)
+    # Also on a retry of a committed settle: a kill between the settlement
+    # record and the teardown left the child's sandbox standing.
     if verb is not SettlementAction.RELEASE:
         destroy_owned_sandbox(ctx, owner)
 

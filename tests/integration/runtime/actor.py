@@ -10,13 +10,15 @@ failure's class name, or ``Success``) and ``DETAIL <message>``:
 - ``checkpoint SCOPE SEQ``, ``seal SCOPE SEQ``.
 
 With ``ACTOR_KILL_AT=BOUNDARY`` it SIGKILLs itself at that fault boundary of
-the first intent containing ``ACTOR_KILL_INTENT`` (default: any intent), as a
-crash would.
+the first intent ``ACTOR_KILL_INTENT`` (a regular expression; default: any
+intent) matches, as a crash would. With ``ACTOR_PLAIN=1`` the manager has no
+resolver (a plain ``scope_manager_for(store)``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -35,7 +37,7 @@ def _killer():
     needle = os.environ.get("ACTOR_KILL_INTENT", "")
 
     def hook(at: str, intent: str) -> None:
-        if at == boundary and needle in intent:
+        if at == boundary and re.search(needle, intent):
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -63,7 +65,8 @@ def main(argv: list[str]) -> None:
     db, repo, command, target, *rest = argv
     store = open_trace_store(db) if "://" in db else SQLiteTraceStore(Path(db))
     with store:
-        mgr = scope_manager_for(store, resolver=resolver(repo), faults=_killer())
+        adopt = None if os.environ.get("ACTOR_PLAIN") else resolver(repo)
+        mgr = scope_manager_for(store, resolver=adopt, faults=_killer())
         result = _run(mgr, command, target, rest)
         if isinstance(result, Success):
             print("RESULT Success")
