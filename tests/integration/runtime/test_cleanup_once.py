@@ -80,7 +80,9 @@ KILLS = [
 ]
 
 
-def _killed(trace: str, tmp_path: Path, forks: Zygote, command, pattern) -> tuple:
+def _killed(
+    trace: str, tmp_path: Path, forks: Zygote, command, pattern
+) -> tuple[Path, str, Path, list[str]]:
     repo, out = world(trace, tmp_path)
     wt = tmp_path / "wt-try"
     actor = Actor(forks, trace, repo)
