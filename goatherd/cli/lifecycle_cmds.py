@@ -276,9 +276,8 @@ def cmd_settle(args: argparse.Namespace) -> int:
             failure = result.failure() if isinstance(result, Failure) else None
             if isinstance(failure, SettleEffectLandedError):
                 raise CommandError(
-                    f"{failure}: finish it with goatherd settle {args.output}"
-                    f" {args.action} --resume {failure.seq} (or"
-                    f" {failure.ending.replace(' or ', ' / ')} --resume {failure.seq})"
+                    f"{failure}: run goatherd settle {args.output} {args.action}"
+                    f" --resume {failure.seq}"
                 ) from failure
             unwrap(result)
         output = manager.output(args.output)
