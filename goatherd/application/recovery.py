@@ -6,7 +6,9 @@ runtime record it cannot decode, re-adopts sandboxes ONLY through the host's
 resolver (roots first, then isolated children parents-first; shared children
 use their ancestor's; a resolver error fails the whole recovery) and burns
 checkpoints whose recorded revision the re-adopted workspace has left
-(recorded as ``checkpoint.invalidated``, so every process agrees).
+(recorded as ``checkpoint.invalidated``, so every process agrees). The owned
+sandbox of a scope that ended but whose teardown the trace does not record (a
+kill between the two) is destroyed and recorded then.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TypeAlias
 from returns.result import Result, safe
 
 from goatherd.application.commands.context import RuntimeContext
+from goatherd.application.commands.scopes import destroy_owned_sandbox
 from goatherd.application.decisions import Decision
 from goatherd.application.errors import SandboxError
 from goatherd.application.manager import ScopeManager
@@ -98,6 +101,7 @@ def _recover(context: RuntimeContext, opts: RecoverOptions) -> ScopeManager:
     stats.scan_duration = time.perf_counter() - started
     if opts.resolver is not None:
         _readopt(ctx)
+        _tear_down_ended(ctx)
         _burn_stale(ctx)
     return ScopeManager(ctx)
 
@@ -139,6 +143,23 @@ def _readopt(ctx: RuntimeContext) -> None:
             ctx.sandboxes.resolve(scope)
         except SandboxError as error:
             raise RecoveryError(str(error)) from error
+
+
+def _tear_down_ended(ctx: RuntimeContext) -> None:
+    """Destroy (and record) the owned sandboxes of scopes that ended.
+
+    A process killed between the record that ended an isolated scope and the
+    teardown of its sandbox (a worktree goatherd created) leaves it on disk;
+    the trace says it was never destroyed, so recovery finishes it. A
+    teardown that fails is left for the next recovery.
+    """
+    for scope in _tree_order(ctx):
+        if scope.is_active or not scope.isolated or scope.sandbox_destroyed:
+            continue
+        try:
+            destroy_owned_sandbox(ctx, scope.owner)
+        except SandboxError:
+            continue
 
 
 def _tree_order(ctx: RuntimeContext) -> list[ScopeAggregate]:

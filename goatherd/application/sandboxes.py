@@ -40,9 +40,19 @@ class SandboxBinding:
 class SandboxBindings:
     """The sandboxes of this process, by workspace-owning scope (thread-safe)."""
 
-    def __init__(self, resolver: SandboxResolver | None = None) -> None:
-        """Use ``resolver`` for workspaces this process holds no object for."""
+    def __init__(
+        self,
+        resolver: SandboxResolver | None = None,
+        *,
+        teardown: SandboxResolver | None = None,
+    ) -> None:
+        """Use ``resolver`` for workspaces this process holds no object for.
+
+        ``teardown`` adopts an ended scope's recorded owned sandbox only to
+        destroy it, when ``resolver`` adopted none (a plain manager).
+        """
         self._resolver = resolver
+        self._teardown = teardown
         self._bound: dict[str, SandboxBinding | None] = {}
         self._lock = threading.Lock()
 
@@ -75,6 +85,31 @@ class SandboxBindings:
         binding = self._adopt(scope)
         with self._lock:
             return self._bound.setdefault(scope.owner, binding)
+
+    def for_teardown(self, scope: ScopeAggregate) -> SandboxBinding | None:
+        """Return the owned binding of isolated ``scope`` to destroy it.
+
+        The binding this process holds or its resolver adopts; failing that,
+        what the teardown resolver adopts from the recorded address (never
+        cached: the sandbox is about to go).
+
+        Raises:
+            SandboxError: a resolver failed.
+        """
+        binding = self.resolve(scope)
+        if binding is not None or self._teardown is None:
+            return binding
+        if not scope.isolated or scope.sandbox_destroyed:
+            return None
+        try:
+            sandbox = self._teardown(
+                scope.scope_id, scope.sandbox_backend, scope.sandbox_path
+            )
+        except Exception as error:  # the host's code: any failure is reported
+            raise SandboxError(
+                f"tear down scope {scope.scope_id}: adopt sandbox: {error}"
+            ) from error
+        return None if sandbox is None else SandboxBinding(sandbox, owns=True)
 
     def _adopt(self, scope: ScopeAggregate) -> SandboxBinding | None:
         if self._resolver is None or scope.sandbox_destroyed:

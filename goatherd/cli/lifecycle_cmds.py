@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from returns.result import Failure
+
 from goatherd.application import (
     NoSandboxError,
     SandboxSpec,
@@ -34,7 +36,7 @@ from goatherd.cli.recover_cmd import (
     scope_json,
 )
 from goatherd.cli.text import clean
-from goatherd.domain import SettlementAction, WorkspaceState
+from goatherd.domain import SettleEffectLandedError, SettlementAction, WorkspaceState
 from goatherd.infrastructure import GitSandbox, Runtime, new_worktree_sandbox
 
 __all__ = [
@@ -270,18 +272,25 @@ def cmd_settle(args: argparse.Namespace) -> int:
             raise CommandError(f"unknown output {args.output!r}")
         action = SettlementAction[_VERBS[args.action]].value
         with _needs_workspace():
-            unwrap(manager.settle(args.output, action))
+            result = manager.settle(args.output, action, seq=args.resume)
+            failure = result.failure() if isinstance(result, Failure) else None
+            if isinstance(failure, SettleEffectLandedError):
+                raise CommandError(
+                    f"{failure}: run goatherd settle {args.output} {args.action}"
+                    f" --resume {failure.seq}"
+                ) from failure
+            unwrap(result)
         output = manager.output(args.output)
         assert output is not None
-        result = {
+        summary = {
             "output": output.id,
             "scope": output.scope_id,
             "state": output.state.value,
         }
     if args.json:
-        emit_json(result)
+        emit_json(summary)
     else:
-        print(clean(f"settled {args.output}: {result['state']}"))
+        print(clean(f"settled {args.output}: {summary['state']}"))
     return 0
 
 

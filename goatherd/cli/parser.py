@@ -322,6 +322,14 @@ def _lifecycle(sub: Subparsers[argparse.ArgumentParser]) -> None:
         metavar="ACTION",
         help="select, apply, release or discard (the past tense works too)",
     )
+    settle.add_argument(
+        "--resume",
+        type=non_negative,
+        metavar="SEQ",
+        default=None,
+        help="finish (or end) the attempt that claimed the output under SEQ: the"
+        " seq a 'settle effect landed' or a refused halt names",
+    )
     _workspace_option(settle)
 
     discard = _command(

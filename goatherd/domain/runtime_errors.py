@@ -20,6 +20,7 @@ Hierarchy (all under :class:`~goatherd.domain.errors.DomainError`)::
       UnknownSettlementActionError   settle with a verb that does not exist
       ParentMovedError               select with the parent off its baseline
       SettleEffectLandedError        the seed's ErrSettleEffectLanded
+      ScopeClaimedError              a scope a claimed workspace effect needs cannot end
       SupervisorDeniedError          a merge reviewer denied (in ``merge_gate``)
       InconsistentTraceError         the trace contradicts itself about an aggregate
       WorkspaceBusyError             another claimed workspace effect is unfinished
@@ -51,6 +52,7 @@ __all__ = [
     "ReservedSchemaError",
     "RootScopeError",
     "RuntimeRuleError",
+    "ScopeClaimedError",
     "ScopeExistsError",
     "ScopeNotFoundError",
     "ScopeStateError",
@@ -246,23 +248,72 @@ class ParentMovedError(RuntimeRuleError):
 class SettleEffectLandedError(RuntimeRuleError):
     """The seed's ``ErrSettleEffectLanded``: the work stands, the merge did not.
 
-    The workspace effect landed on the parent but the causal merge failed. Do
-    not retry blindly; end the output with ``ending`` (release always works,
-    discard only while the child is still active). The output stays unconsumed.
+    The workspace effect landed on the parent but its settlement was not
+    recorded. The output stays claimed by this attempt: finish it by settling
+    again with the same verb and ``seq`` (``goatherd settle OUT VERB --resume
+    SEQ``), or end it with ``ending`` under that ``seq`` (release always works,
+    discard only while the child is still active).
+
+    Attributes:
+        output_id: the output.
+        action: the verb whose effect landed.
+        ending: the endings still allowed.
+        cause: why the settlement was not recorded.
+        seq: the attempt's ``seq``: the only one that may finish or end it.
     """
 
     SENTINEL = "settle effect landed"
 
-    def __init__(self, output_id: str, action: str, ending: str, cause: str) -> None:
-        """Name the output, the verb, the ending still allowed and the cause."""
+    def __init__(
+        self, output_id: str, action: str, ending: str, cause: str, seq: int
+    ) -> None:
+        """Name the output, the verb, the ending still allowed, the cause, the seq."""
         super().__init__(
             f"settle {output_id} ({action}): {self.SENTINEL}: the work stands on the"
-            f" parent but the merge failed ({cause}); end the output with {ending}"
+            f" parent but the settlement was not recorded ({cause}); finish it with"
+            f" seq={seq} (the same verb again, or {ending})"
         )
         self.output_id = output_id
         self.action = action
         self.ending = ending
         self.cause = cause
+        self.seq = seq
+
+
+class ScopeClaimedError(ScopeStateError):
+    """A scope cannot end while a claimed workspace effect needs it.
+
+    A settle (select/apply) or a restore that has claimed always finishes
+    (ADR 0068): halting, discarding or merging a scope that claim names (the
+    settled child, the parent it lands on, the restored scope, or the owner of
+    the claimed workspace) is refused until the claimant records its result.
+
+    Attributes:
+        holder: the claimed output or checkpoint.
+        claimed_by: the claiming attempt (a settle intent or a restore seq).
+        finish: the command that finishes the claim.
+    """
+
+    def __init__(
+        self,
+        subject: str,
+        scope_id: str,
+        state: str,
+        holder: str,
+        claimed_by: str,
+        finish: str,
+    ) -> None:
+        """Name the refused command, the scope, the claim and how to finish it."""
+        super().__init__(
+            f"{subject} {scope_id}: {holder} is claimed by {claimed_by}, whose"
+            f" workspace effect is unfinished; it ends once that claim is"
+            f" finished ({finish})",
+            scope_id,
+            state,
+        )
+        self.holder = holder
+        self.claimed_by = claimed_by
+        self.finish = finish
 
 
 class OutputClaimedError(OutputConsumedError):

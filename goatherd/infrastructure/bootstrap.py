@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from returns.result import Result
 
@@ -30,6 +31,7 @@ from goatherd.application import (
     RuntimeContext,
     RuntimeModel,
     RuntimeTrace,
+    Sandbox,
     SandboxBindings,
     SandboxResolver,
     Scope,
@@ -40,6 +42,8 @@ from goatherd.application import (
 from goatherd.domain.effects import EffectEvent
 from goatherd.infrastructure.blobs import SqlBlobStore
 from goatherd.infrastructure.bus import EffectBus
+from goatherd.infrastructure.sandbox import new_worktree_sandbox
+from goatherd.infrastructure.sandbox.gitstate import GIT_BACKEND
 from goatherd.infrastructure.store import (
     EffectPublisher,
     SqlAlchemyTraceStore,
@@ -72,6 +76,40 @@ def runtime_model_for(store: SqlAlchemyTraceStore) -> RuntimeModel:
     return _shared(store)[0]
 
 
+def recorded_worktree(scope_id: str, backend: str, path: str) -> Sandbox | None:
+    """Adopt an isolated scope's recorded git worktree, only to remove it.
+
+    The teardown resolver of every context: a plain manager (no resolver)
+    that ends an isolated scope another process forked still removes the
+    worktree goatherd created there. Only an absolute path whose ``.git`` file
+    points into ``<repo>/.git/worktrees/<name>``, and whose entry there points
+    back at it, is adopted (nothing is run to find out); anything else is
+    left alone.
+    """
+    del scope_id
+    if backend != GIT_BACKEND or not path or not os.path.isabs(path):
+        return None
+    pointer = Path(path, ".git")
+    try:
+        text = pointer.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    entry = Path(text.removeprefix("gitdir: "))
+    if not entry.is_absolute() or entry.parent.name != "worktrees":
+        return None
+    if entry.parent.parent.name != ".git":
+        return None
+    try:
+        back = Path(entry, "gitdir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if os.path.realpath(back) != os.path.realpath(pointer):
+        return None
+    return new_worktree_sandbox(entry.parent.parent.parent, path)
+
+
 def runtime_context_for(
     store: SqlAlchemyTraceStore,
     *,
@@ -92,7 +130,7 @@ def runtime_context_for(
     return RuntimeContext(
         model=model,
         blobs=blobs,
-        sandboxes=SandboxBindings(resolver),
+        sandboxes=SandboxBindings(resolver, teardown=recorded_worktree),
         sequence=sequence or IntentSequence(),
         faults=faults,
     )

@@ -200,6 +200,28 @@ class RuntimeMachine(RuleBasedStateMachine):
         scope = self.agg(by, scope_id)
         return scope.listed and scope.state is ScopeState.ACTIVE
 
+    def claim_needs(self, by: int, scope_id: str) -> bool:
+        """Whether an unfinished settle or restore claim needs the scope (ADR 0068).
+
+        A crash after a claim leaves it open until the same seq finishes it;
+        the scope it names (the child, the parent, the restored scope, the
+        workspace owner) may not end meanwhile.
+        """
+        model = self.managers[by].context.model
+        model.refresh()
+        owner = scope_id.removeprefix("scope:")
+        for out in model.outputs():
+            if out.claimed_by and out.state is OutputState.UNCONSUMED:
+                ws = model.workspace_owner(out.claim_parent)
+                if owner in (out.scope_owner, out.claim_parent, ws):
+                    return True
+        for cp in model.checkpoints():
+            if cp.claimed_by and cp.is_valid:
+                ws = model.workspace_owner(cp.scope_owner)
+                if owner in (cp.scope_owner, ws):
+                    return True
+        return False
+
     def alive(self, by: int, scope_id: str) -> bool:
         """Whether the scope exists, is active and its workspace still stands.
 
@@ -442,8 +464,9 @@ class RuntimeMachine(RuleBasedStateMachine):
     @rule(scope=scopes, by=st.integers(0, 1))
     def halt(self, scope: str, by: int) -> None:
         found = self.agg(by, scope)
+        claimed = found.is_active and self.claim_needs(by, scope)
         result = self.managers[by].halt(scope, seq=self._next_seq())
-        if not found.listed or found.state is ScopeState.MERGED:
+        if not found.listed or found.state is ScopeState.MERGED or claimed:
             assert isinstance(result, Failure)
         else:
             assert result == Success(None)
@@ -460,6 +483,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         # own workspace ended (a shared scope of a discarded isolated one) may
         # still merge or discard its children (ADR 0065).
         ok = self.alive(by, scope) and parent is not None and self.active(by, parent)
+        ok = ok and not self.claim_needs(by, scope)
         command = mgr.merge if verb == "merge" else mgr.discard
         result = command(scope, seq=self._next_seq())
         assert isinstance(result, Success) == ok, result

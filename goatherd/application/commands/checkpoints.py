@@ -137,7 +137,9 @@ def create_checkpoint(
                 has_snapshot=bool(snapshot),
                 workspace=ctx.workspace_scope(owner),
             )
-            return Decision().place(event, owner, cp_id)
+            # The workspace owner's head guards it: its end lands first or fails.
+            guard = ctx.model.workspace_owner(owner)
+            return Decision().place(event, owner, cp_id).guard(guard)
 
         try:
             ctx.record(intent, decide)
@@ -240,7 +242,8 @@ def restore_checkpoint(
             event = ctx.model.checkpoint(cp_id).restore(
                 ctx.model.scope(owner), claimant, ctx.workspace_scope(owner)
             )
-            return Decision().place(event, owner, cp_id)
+            guard = ctx.model.workspace_owner(owner)
+            return Decision().place(event, owner, cp_id).guard(guard)
 
         ctx.record(intent, decide)
         _release_restored(ctx, cp_id, intent)

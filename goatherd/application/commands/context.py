@@ -167,5 +167,5 @@ class RuntimeContext:
         scope = self.scope(owner)
         if not scope.isolated:
             return None
-        binding = self.sandboxes.resolve(scope)
+        binding = self.sandboxes.for_teardown(scope)
         return binding if binding is not None and binding.owns else None

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Final
 
 from goatherd.application.commands.checkpoints import read_blob
+from goatherd.application.commands.claims import check_no_claim_needs
 from goatherd.application.commands.context import RuntimeContext
 from goatherd.application.commands.scopes import destroy_owned_sandbox, parent_of
 from goatherd.application.decisions import Decision
@@ -50,6 +51,7 @@ from goatherd.domain import (
     OutputNotFoundError,
     ParentMovedError,
     RetainedOutputAggregate,
+    RuntimeRuleError,
     ScopeAggregate,
     ScopeNotFoundError,
     SettleEffectLandedError,
@@ -108,7 +110,8 @@ def seal(ctx: RuntimeContext, scope_id: str, seq: int | None) -> str:
                 diff_truncated=truncated,
                 workspace=ctx.workspace_scope(owner),
             )
-            return Decision().place(event, owner, out_id)
+            guard = ctx.model.workspace_owner(owner)
+            return Decision().place(event, owner, out_id).guard(guard)
 
         try:
             ctx.record(intent, decide)
@@ -159,17 +162,20 @@ def settle(ctx: RuntimeContext, output_id: str, action: str, seq: int | None) ->
         out = _found(ctx, output_id)
         owner = out.scope_owner
         intent = settle_intent(owner, str(action), ctx.next_seq(seq))
-        if ctx.committed(intent, seq):
-            return
-        out.check_settleable()
+        committed = ctx.committed(intent, seq)
+        if not committed:
+            out.check_settleable()
         verb = parse_settlement_action(action)
-        child = ctx.scope(owner)
-        if not child.listed:
-            raise ScopeNotFoundError(f"{child.scope_id} for output {output_id}")
-        if verb in _EFFECTS:
-            _settle_with_effect(ctx, out, child, verb, intent)
-        else:
-            _end(ctx, out, child, verb, intent)
+        if not committed:
+            child = ctx.scope(owner)
+            if not child.listed:
+                raise ScopeNotFoundError(f"{child.scope_id} for output {output_id}")
+            if verb in _EFFECTS:
+                _settle_with_effect(ctx, out, child, verb, intent)
+            else:
+                _end(ctx, out, child, verb, intent)
+    # Also on a retry of a committed settle: a kill between the settlement
+    # record and the teardown left the child's sandbox standing.
     if verb is not SettlementAction.RELEASE:
         destroy_owned_sandbox(ctx, owner)
 
@@ -193,6 +199,13 @@ def _end(
             parent_owner = parent_of(kid)
             parent = ctx.model.scope(parent_owner)
             decision = decision.place(parent.discard(kid), parent_owner, kid.owner)
+            spaces = check_no_claim_needs(
+                ctx.model,
+                kid,
+                f"settle {out.output_id} (discarded): cannot discard scope",
+                allow=current.output_id,
+            )
+            decision = decision.guard(*spaces)
         settled = current.settle(verb, intent)
         claimed = current.claim_parent
         ws_owner = ctx.model.workspace_owner(claimed) if claimed else ""
@@ -225,21 +238,24 @@ def _settle_with_effect(
         _claim(ctx, out.output_id, child.owner, parent_owner, verb, intent, base)
     _land(sandbox, out, verb)
     ctx.fault("after-effect", intent)
-    result = out.workspace.digest()
-    if verb is SettlementAction.APPLY:
-        result = sandbox.capture().digest()
     try:
+        result = out.workspace.digest()
+        if verb is SettlementAction.APPLY:
+            result = sandbox.capture().digest()
         ctx.record(
             intent,
             lambda: _settlement(
                 ctx, out.output_id, child.owner, parent_owner, verb, intent, result
             ),
         )
-    except TraceStoreError as error:
+    except (TraceStoreError, RuntimeRuleError, SandboxError) as error:
+        # The effect stands on the parent: whatever kept its settlement from
+        # being recorded, the caller must learn the seq that finishes it.
         ctx.model.refresh()
         ending = effect_landed_ending(ctx.model.scope(child.owner).is_active)
+        seq = int(intent.rpartition(":")[2])
         raise SettleEffectLandedError(
-            out.output_id, verb.value, ending, str(error)
+            out.output_id, verb.value, ending, str(error), seq
         ) from error
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from goatherd.application.commands.claims import check_no_claim_needs
 from goatherd.application.commands.context import RuntimeContext
 from goatherd.application.decisions import Decision
 from goatherd.application.ports import Addressed, Sandbox
@@ -116,7 +117,8 @@ def fork(
                 sandbox_path=path,
                 workspace=ctx.model.scope(ctx.model.workspace_owner(parent.owner)),
             )
-            return Decision().place(event, parent.owner, child_owner)
+            guard = ctx.model.workspace_owner(parent.owner)
+            return Decision().place(event, parent.owner, child_owner).guard(guard)
 
         ctx.record(intent, decide)
         _bind_isolated(ctx, child_owner, isolated)
@@ -160,7 +162,9 @@ def merge_or_discard(
                 event = (
                     parent.merge(child) if verb == "merge" else parent.discard(child)
                 )
-                return Decision().place(event, parent_owner, child_owner)
+                spaces = check_no_claim_needs(ctx.model, child, f"cannot {verb} scope")
+                decision = Decision().place(event, parent_owner, child_owner)
+                return decision.guard(*spaces)
 
             ctx.record(intent, decide)
     destroy_owned_sandbox(ctx, child_owner)
@@ -178,8 +182,12 @@ def halt(ctx: RuntimeContext, scope_id: str, seq: int | None) -> None:
         if not ctx.committed(intent, seq):
 
             def decide() -> Decision | None:
-                event = ctx.model.scope(owner).halt()
-                return None if event is None else Decision().place(event, owner)
+                scope = ctx.model.scope(owner)
+                event = scope.halt()
+                if event is None:
+                    return None
+                spaces = check_no_claim_needs(ctx.model, scope, "cannot halt scope")
+                return Decision().place(event, owner).guard(*spaces)
 
             ctx.record(intent, decide)
     destroy_owned_sandbox(ctx, owner)

@@ -19,6 +19,7 @@ from goatherd.domain import (
     OutputSealed,
     OutputSettled,
     ParentMovedError,
+    ScopeClaimedError,
     ScopeDiscarded,
     ScopeMerged,
     SettleEffectLandedError,
@@ -314,22 +315,17 @@ def test_a_diff_beyond_the_blob_limit_is_cut_and_marked(
     assert len(kept.encode()) >= size - 1 - len(marker) - 1
 
 
-@pytest.mark.parametrize(
-    ("halt_child", "ending"), [(False, "release or discard"), (True, "release")]
-)
-def test_a_settlement_that_cannot_be_recorded_says_how_to_end_it(
-    store, halt_child: bool, ending: str
-):
+def test_a_settlement_that_cannot_be_recorded_says_how_to_finish_it(store):
     main = main_sandbox()
     mgr = scope_manager_for(store)
     root = mgr.create("root", main).unwrap()
     out, _ = fork_and_seal(mgr, root.id, main, "try", "b.txt")
+    halts: list[object] = []
 
     def refuse(boundary: str, intent: str) -> None:
         if boundary == "before-commit" and intent == "try:settle:selected:9":
-            if halt_child:
-                mgr.context.faults = None
-                mgr.halt("scope:try")
+            mgr.context.faults = None
+            halts.append(mgr.halt("scope:try"))  # refused: the claim needs it
             raise TraceStoreError("disk full")
 
     mgr.context.faults = refuse
@@ -339,13 +335,25 @@ def test_a_settlement_that_cannot_be_recorded_says_how_to_end_it(
     assert isinstance(landed, SettleEffectLandedError)
     assert str(landed) == (
         f"settle {out.id} (selected): settle effect landed: the work stands on the"
-        f" parent but the merge failed (disk full); end the output with {ending}"
+        " parent but the settlement was not recorded (disk full); finish it with"
+        " seq=9 (the same verb again, or release or discard)"
     )
-    assert (landed.output_id, landed.action, landed.ending) == (
+    assert (landed.output_id, landed.action, landed.ending, landed.seq) == (
         out.id,
         "selected",
-        ending,
+        "release or discard",
+        9,
     )
+    (halt,) = halts
+    assert isinstance(halt, Failure)
+    refused = halt.failure()
+    assert isinstance(refused, ScopeClaimedError)
+    assert refused.holder == out.id
+    assert refused.claimed_by == "try:settle:selected:9"
+    assert refused.finish == f"goatherd settle {out.id} selected --resume 9"
+    assert mgr.settle(out.id, "selected", seq=landed.seq) == Success(None)
+    assert out.state.value == "selected"
+    assert mgr.context.model.scope("root").workspace_claim == ""
 
 
 def test_an_overlapping_apply_names_the_paths_both_sides_changed(store):
