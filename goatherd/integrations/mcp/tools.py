@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, cast
 
+from returns.result import Failure
+
 from goatherd.application import (
     ExecRequest,
     ExecResult,
@@ -39,6 +41,7 @@ from goatherd.domain import (
     GoatherdError,
     Intervention,
     InterventionType,
+    ScopeClaimedError,
     SupervisedEvent,
     SupervisionRule,
 )
@@ -279,7 +282,15 @@ class WorkspaceTools:
     ) -> ToolReply:
         reason = str(verdict.payload or f"supervisor {verdict.type.value}")
         if verdict.type is InterventionType.HALT:
-            unwrap(self.environments.manager.halt(env.scope_id))
+            halted = self.environments.manager.halt(env.scope_id)
+            refused = halted.failure() if isinstance(halted, Failure) else None
+            if isinstance(refused, ScopeClaimedError):
+                # A settle or restore another process claimed must finish
+                # first (a claim is the end of the race): the call is still
+                # denied, and the halt is for the supervisor to repeat.
+                reason = f"{reason} (the halt itself was refused: {refused})"
+            else:
+                unwrap(halted)
         denied = {"rule": rule, "type": verdict.type.value, "reason": reason}
         self._recorder.capture(
             env.owner, call.record_id, call.tool, {"success": False, "denied": denied}
