@@ -79,7 +79,12 @@ def _write_as_an_old_writer(
         mgr.create("agent:good", _sandbox()).unwrap()
         mgr.create("agent:bad", _sandbox()).unwrap()
         with monkeypatch.context() as patched:
-            patched.setattr(plan, "_refuse_unreadable_runtime_records", lambda *_: None)
+            patched.setattr(
+                plan,
+                "_refuse_unreadable_runtime_records",
+                lambda *_: None,
+                raising=False,
+            )
             receipt = store.append(
                 TRUSTED_APPEND_CONTEXT,
                 AppendBatch(
