@@ -132,7 +132,7 @@ def test_a_bad_record_stops_its_scope_and_no_other_in_a_second_process(
             runtime_context_for(store), RecoverOptions(stats=stats)
         )
         out["recovered"] = type(recovered).__name__
-        out["unreadable"] = list(stats.unreadable)
+        out["unreadable"] = list(getattr(stats, "unreadable", ()))
         mgr = scope_manager_for(store)
         good = mgr.append_fact("scope:agent:good", "app.note.v1", "note", {"n": 1})
         out["good"] = type(good).__name__
