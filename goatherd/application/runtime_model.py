@@ -14,9 +14,10 @@ the position it decided at (see :mod:`goatherd.application.decisions`).
 A runtime record that does not decode (an old file, a raw insert: the store's
 door refuses them) is not folded, and neither is anything after it on the same
 path: that path is *unreadable*. Its scope, checkpoint or output raises
-:class:`~goatherd.domain.RecordDecodeError` naming the record from every read
-(so every command on it fails with that error), while every other path folds
-and works. :meth:`RuntimeModel.unreadable` lists them.
+:class:`~goatherd.domain.UnreadableRecordError` (an
+``InconsistentTraceError``) naming the record from every read, so every command
+on it fails with that error, while every other path folds and works.
+:meth:`RuntimeModel.unreadable` lists them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from goatherd.domain import (
     ScopeForked,
     ScopeHalted,
     ScopeMerged,
+    UnreadableRecordError,
     decode_fact,
     owner_of_checkpoint,
     owner_of_output,
@@ -163,6 +165,8 @@ class RuntimeModel:
                 range(self._position + 1, self._position + 1 + len(positions))
             ):
                 return False
+            if any(owner in self._unreadable for owner, _ in placed):
+                return False  # the log read skips it there, like any record
             next_ordinal = {o: r[0] for o, r in receipt.owner_ordinal_ranges.items()}
             for (owner, event), record_id, position in zip(
                 placed, receipt.fact_ids, positions, strict=True
@@ -268,19 +272,15 @@ class RuntimeModel:
         if found is None:
             return
         where, error = found
-        raise RecordDecodeError(
-            error.record_id,
-            error.schema_ref,
-            error.owner,
-            error.ordinal,
-            f"{error.reason}; {path!r} is unreadable while {where!r} holds it",
+        raise UnreadableRecordError(
+            path, error.record_id, where, f"{error.schema_ref}: {error.reason}"
         )
 
     def scope(self, owner: str) -> ScopeAggregate:
         """Return the scope of ``owner`` as folded (bare when no record names it).
 
         Raises:
-            RecordDecodeError: a record on the scope's path does not decode.
+            UnreadableRecordError: a record on the scope's path does not decode.
         """
         with self._lock:
             self._refuse_unreadable(owner, owner)
@@ -290,7 +290,8 @@ class RuntimeModel:
         """Return the checkpoint as folded (bare when unknown).
 
         Raises:
-            RecordDecodeError: a record on its path or its scope's does not decode.
+            UnreadableRecordError: a record on its path or its scope's does not
+                decode.
         """
         with self._lock:
             self._refuse_unreadable(checkpoint_id, owner_of_checkpoint(checkpoint_id))
@@ -301,7 +302,8 @@ class RuntimeModel:
         """Return the output as folded (bare when unknown).
 
         Raises:
-            RecordDecodeError: a record on its path or its scope's does not decode.
+            UnreadableRecordError: a record on its path or its scope's does not
+                decode.
         """
         with self._lock:
             self._refuse_unreadable(output_id, owner_of_output(output_id))

@@ -4,9 +4,9 @@ An older goatherd (or another writer) could store a runtime record its typed
 event refuses. The store's door now refuses them, so the tests write one the
 way the old writer did: through the store with the door's runtime check taken
 out. A manager in a second process then recovers naming the record, every
-command on the scope whose path holds it fails with that record's
-``RecordDecodeError``, and every other scope keeps working; ``verify`` names
-the record too. On SQLite and PostgreSQL.
+command on the scope whose path holds it (or its checkpoints) fails with an
+``UnreadableRecordError`` naming the record, every other scope keeps working;
+``verify`` names the record too. On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -146,6 +146,8 @@ def test_a_bad_record_stops_its_scope_and_no_other_in_a_second_process(
         out["bad"] = str(bad.failure())
         out["bad_type"] = type(bad.failure()).__name__
         out["scopes"] = [s.id for s in mgr.all_scopes()]
+        restore = mgr.restore_checkpoint("cp:agent:bad:7")
+        out["restore_type"] = type(restore.failure()).__name__
         """,
     )
     assert out["recovered"] == "Success"
@@ -159,7 +161,8 @@ def test_a_bad_record_stops_its_scope_and_no_other_in_a_second_process(
     assert out["good"] == "Success"
     assert out["fork"] == "Success"
     assert out["checkpoint"] == "Success"
-    assert out["bad_type"] == "RecordDecodeError"
+    assert out["bad_type"] == "UnreadableRecordError"
+    assert out["restore_type"] == "UnreadableRecordError"
     assert record_id in str(out["bad"])
     assert "\n" not in str(out["bad"])
     with open_trace_store(url) as store:
