@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from goatherd.application import SandboxSpec
+from goatherd.cli import main
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
@@ -168,3 +169,19 @@ def test_a_bad_record_stops_its_scope_and_no_other_in_a_second_process(
     with open_trace_store(url) as store:
         problems = [str(p) for p in verify_trace(store).problems]
     assert any(record_id in p for p in problems), problems
+
+
+def test_goatherd_recover_names_the_unreadable_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'trace.db'}"
+    record_id = _write_as_an_old_writer(url, BAD["wrong-typed field"], monkeypatch)
+    assert main(["recover", str(tmp_path / "trace.db")]) == 0
+    printed = capsys.readouterr().out
+    assert "scope:agent:good" in printed
+    [line] = [text for text in printed.splitlines() if text.startswith("unreadable")]
+    assert record_id in line
+    assert "payload.action must be a string" in line
+    assert main(["recover", str(tmp_path / "trace.db"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [record_id in text for text in shown["unreadable"]] == [True]
