@@ -1,10 +1,12 @@
 """Recovery: a scope manager over a trace, with its sandboxes re-adopted.
 
 The trace is the registry. Recovery folds it (the same fold every manager
-and read model uses), refuses a trace that contradicts itself or holds a
-runtime record it cannot decode, re-adopts sandboxes ONLY through the host's
-resolver (roots first, then isolated children parents-first; shared children
-use their ancestor's; a resolver error fails the whole recovery) and burns
+and read model uses), refuses a trace that contradicts itself, names each
+path holding a runtime record it cannot decode (``RecoveryStats.unreadable``:
+that path's scope refuses commands, the others work), re-adopts sandboxes
+ONLY through the host's resolver (roots first, then isolated children
+parents-first; shared children use their ancestor's; a resolver error fails
+the whole recovery) and burns
 checkpoints whose recorded revision the re-adopted workspace has left
 (recorded as ``checkpoint.invalidated``, so every process agrees). The owned
 sandbox of a scope that ended but whose teardown the trace does not record (a
@@ -30,7 +32,6 @@ from goatherd.application.manager import ScopeManager
 from goatherd.application.runtime import lifecycle_intent
 from goatherd.application.sandboxes import SandboxBindings, SandboxResolver
 from goatherd.domain import (
-    RecordDecodeError,
     RuntimeRuleError,
     ScopeAggregate,
     ScopeState,
@@ -63,6 +64,10 @@ class RecoveryStats:
         checkpoint_blobs: checkpoints recorded (pruned ones included).
         sealed_outputs: distinct sealed outputs.
         scan_duration: seconds spent folding the trace.
+        unreadable: one line per path holding a runtime record that does not
+            decode (the record, its schema and the field): recovery carries on
+            without that path, whose scope, checkpoint or output then refuses
+            every command naming the record.
     """
 
     fork_records: int = 0
@@ -70,6 +75,7 @@ class RecoveryStats:
     checkpoint_blobs: int = 0
     sealed_outputs: int = 0
     scan_duration: float = 0.0
+    unreadable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +98,10 @@ def _recover(context: RuntimeContext, opts: RecoverOptions) -> ScopeManager:
     stats = opts.stats if opts.stats is not None else RecoveryStats()
     ctx = dataclasses.replace(context, sandboxes=SandboxBindings(opts.resolver))
     started = time.perf_counter()
-    try:
-        ctx.model.refresh()
-    except RecordDecodeError as error:
-        raise RecoveryError(f"recover: {error}") from error
+    ctx.model.refresh()
+    stats.unreadable = tuple(
+        f"{path}: {error}" for path, error in ctx.model.unreadable().items()
+    )
     _count(ctx, stats)
     _check_consistent(ctx)
     stats.scan_duration = time.perf_counter() - started

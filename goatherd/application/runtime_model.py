@@ -10,6 +10,14 @@ rebuilt read model compute the same values. Nothing else is remembered.
 It also remembers, per path, the log position of the last runtime record on
 it: a decision checks that none of the paths it guards received one after
 the position it decided at (see :mod:`goatherd.application.decisions`).
+
+A runtime record that does not decode (an old file, a raw insert: the store's
+door refuses them) is not folded, and neither is anything after it on the same
+path: that path is *unreadable*. Its scope, checkpoint or output raises
+:class:`~goatherd.domain.UnreadableRecordError` (an
+``InconsistentTraceError``) naming the record from every read, so every command
+on it fails with that error, while every other path folds and works.
+:meth:`RuntimeModel.unreadable` lists them.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from goatherd.domain import (
     MemoryCatalog,
     OutputSealed,
     PlacedEvent,
+    RecordDecodeError,
     RetainedOutputAggregate,
     RuntimeEvent,
     RuntimeFold,
@@ -36,7 +45,10 @@ from goatherd.domain import (
     ScopeForked,
     ScopeHalted,
     ScopeMerged,
+    UnreadableRecordError,
     decode_fact,
+    owner_of_checkpoint,
+    owner_of_output,
     runtime_fold_schemas,
     workspace_owner_of,
 )
@@ -87,6 +99,7 @@ class RuntimeModel:
         self._last_on_path: dict[str, int] = {}
         self._known_heads: dict[str, int] = {}
         self._counted: dict[str, set[tuple[str, str]]] = {}
+        self._unreadable: dict[str, RecordDecodeError] = {}
         self._lock = threading.RLock()
 
     @property
@@ -109,10 +122,8 @@ class RuntimeModel:
         Returns:
             The position folded through.
 
-        Raises:
-            RecordDecodeError: a runtime record does not decode (the trace
-                was written by something else or edited); nothing after it
-                is folded until it is fixed.
+        A runtime record that does not decode makes its path unreadable
+        (see the module docs) and folding carries on without it.
         """
         with self._lock:
             # A new model (or one far behind) reads the log filtered to the
@@ -154,6 +165,8 @@ class RuntimeModel:
                 range(self._position + 1, self._position + 1 + len(positions))
             ):
                 return False
+            if any(owner in self._unreadable for owner, _ in placed):
+                return False  # the log read skips it there, like any record
             next_ordinal = {o: r[0] for o, r in receipt.owner_ordinal_ranges.items()}
             for (owner, event), record_id, position in zip(
                 placed, receipt.fact_ids, positions, strict=True
@@ -175,7 +188,16 @@ class RuntimeModel:
         if view is not None:
             self._known_heads[view.trace_owner_id] = view.owner_ordinal + 1
         if entry.record.envelope.schema_ref in self._schemas:
-            fact = decode_fact(entry.record, entry.position, entry.append_intent_id)
+            owner = view.trace_owner_id if view is not None else ""
+            if owner in self._unreadable:
+                self._position = entry.position
+                return
+            try:
+                fact = decode_fact(entry.record, entry.position, entry.append_intent_id)
+            except RecordDecodeError as error:
+                self._unreadable[owner] = error
+                self._position = entry.position
+                return
             self._fold.apply(fact)
             self._count(fact)
             self._last_on_path[fact.owner] = entry.position
@@ -215,37 +237,105 @@ class RuntimeModel:
 
     # ------------------------------------------------------------- reads
 
-    def scope(self, owner: str) -> ScopeAggregate:
-        """Return the scope of ``owner`` as folded (bare when no record names it)."""
+    def unreadable(self) -> dict[str, RecordDecodeError]:
+        """Return each unreadable path and the first record on it not decoding."""
         with self._lock:
+            return dict(self._unreadable)
+
+    def _blocking(
+        self, path: str, scope_owner: str
+    ) -> tuple[str, RecordDecodeError] | None:
+        """Return the unreadable path that makes ``path`` unreadable, if any.
+
+        A path is unreadable when it, its scope's path or an ancestor scope's
+        path holds a record that does not decode (a skipped fork, merge or
+        workspace record there may concern it).
+        """
+        if not self._unreadable:
+            return None
+        error = self._unreadable.get(path)
+        if error is not None:
+            return path, error
+        seen: set[str] = set()
+        owner = scope_owner
+        while owner and owner not in seen:
+            error = self._unreadable.get(owner)
+            if error is not None:
+                return owner, error
+            seen.add(owner)
+            scope = self._catalog.scopes.get(owner)
+            owner = (scope.parent_owner or "") if scope is not None else ""
+        return None
+
+    def _refuse_unreadable(self, path: str, scope_owner: str) -> None:
+        found = self._blocking(path, scope_owner)
+        if found is None:
+            return
+        where, error = found
+        raise UnreadableRecordError(
+            path, error.record_id, where, f"{error.schema_ref}: {error.reason}"
+        )
+
+    def scope(self, owner: str) -> ScopeAggregate:
+        """Return the scope of ``owner`` as folded (bare when no record names it).
+
+        Raises:
+            UnreadableRecordError: a record on the scope's path does not decode.
+        """
+        with self._lock:
+            self._refuse_unreadable(owner, owner)
             return self._catalog.scopes.get(owner) or ScopeAggregate.bare(owner)
 
     def checkpoint(self, checkpoint_id: str) -> CheckpointAggregate:
-        """Return the checkpoint as folded (bare when unknown)."""
+        """Return the checkpoint as folded (bare when unknown).
+
+        Raises:
+            UnreadableRecordError: a record on its path or its scope's does not
+                decode.
+        """
         with self._lock:
+            self._refuse_unreadable(checkpoint_id, owner_of_checkpoint(checkpoint_id))
             found = self._catalog.checkpoints.get(checkpoint_id)
             return found or CheckpointAggregate.bare(checkpoint_id)
 
     def output(self, output_id: str) -> RetainedOutputAggregate:
-        """Return the output as folded (bare when unknown)."""
+        """Return the output as folded (bare when unknown).
+
+        Raises:
+            UnreadableRecordError: a record on its path or its scope's does not
+                decode.
+        """
         with self._lock:
+            self._refuse_unreadable(output_id, owner_of_output(output_id))
             found = self._catalog.outputs.get(output_id)
             return found or RetainedOutputAggregate.bare(output_id)
 
     def scopes(self) -> list[ScopeAggregate]:
-        """Return every folded scope value, in first-fold order."""
+        """Return every folded scope value, in first-fold order (readable ones)."""
         with self._lock:
-            return list(self._catalog.scopes.values())
+            return [
+                s
+                for s in self._catalog.scopes.values()
+                if self._blocking(s.owner, s.owner) is None
+            ]
 
     def checkpoints(self) -> list[CheckpointAggregate]:
-        """Return every folded checkpoint, in first-fold order."""
+        """Return every folded checkpoint, in first-fold order (readable ones)."""
         with self._lock:
-            return list(self._catalog.checkpoints.values())
+            return [
+                c
+                for c in self._catalog.checkpoints.values()
+                if self._blocking(c.checkpoint_id, c.scope_owner) is None
+            ]
 
     def outputs(self) -> list[RetainedOutputAggregate]:
-        """Return every folded output, in first-fold order."""
+        """Return every folded output, in first-fold order (readable ones)."""
         with self._lock:
-            return list(self._catalog.outputs.values())
+            return [
+                o
+                for o in self._catalog.outputs.values()
+                if self._blocking(o.output_id, o.scope_owner) is None
+            ]
 
     def workspace_owner(self, owner: str) -> str:
         """Return the owner of the workspace ``owner`` works in."""
@@ -257,7 +347,11 @@ class RuntimeModel:
         with self._lock:
             scope = self._catalog.scopes.get(owner)
             kids = [] if scope is None else list(scope.children)
-            found = [self._catalog.scopes.get(kid) for kid in kids]
+            found = [
+                self._catalog.scopes.get(kid)
+                for kid in kids
+                if self._blocking(kid, kid) is None
+            ]
         yield from (kid for kid in found if kid is not None)
 
 

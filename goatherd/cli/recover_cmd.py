@@ -74,11 +74,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
                     "sealed_outputs": stats.sealed_outputs,
                     "scan_seconds": round(stats.scan_duration, 6),
                 },
+                "unreadable": list(stats.unreadable),
             }
         )
         return 0
     print_tree(scopes)
     print_checkpoints(checkpoints)
+    for line in stats.unreadable:
+        print(clean(f"unreadable (skipped; its scope refuses commands): {line}"))
     print(
         f"scanned {stats.fork_records} fork, {stats.terminal_records} terminal, "
         f"{stats.sealed_outputs} sealed records and {stats.checkpoint_blobs} "

@@ -50,6 +50,7 @@ __all__ = [
     "ReadRequestError",
     "RecordInputError",
     "RedactionRefusedError",
+    "RuntimeRecordRefusedError",
     "StoreUnavailableError",
     "TraceStoreError",
     "UnknownFact",
@@ -135,6 +136,29 @@ class RedactionRefusedError(TraceStoreError):
     Examples: a witness, a redaction record, a record a runtime fold decodes,
     a record another redaction already erased, an empty or oversized request.
     """
+
+
+class RuntimeRecordRefusedError(TraceStoreError, ValueError):
+    """Raised when an append carries a runtime record its typed event refuses.
+
+    A record of a schema the runtime folds must decode to its event (its mode,
+    every payload field's type and value) and agree with itself (a digest it
+    can recompute from its own fields). The message names the draft, the
+    schema and the field; nothing of the batch is written.
+
+    Attributes:
+        schema_ref: the refused record's schema.
+        reason: what does not fit (names the payload field).
+    """
+
+    def __init__(self, where: str, owner: str, schema_ref: str, reason: str) -> None:
+        """Name the draft, its path, its schema and what does not fit."""
+        super().__init__(
+            f"cannot append {where} ({schema_ref}) to {owner!r}: the runtime "
+            f"cannot fold it: {reason}"
+        )
+        self.schema_ref = schema_ref
+        self.reason = reason
 
 
 class UnknownFactError(TraceStoreError):

@@ -60,6 +60,7 @@ __all__ = [
     "SnapshotReleasedError",
     "SnapshotTooLargeError",
     "UnknownSettlementActionError",
+    "UnreadableRecordError",
     "WorkspaceBusyError",
 ]
 
@@ -358,6 +359,30 @@ class InconsistentTraceError(RuntimeRuleError):
         super().__init__(f"{subject}: the trace is inconsistent: {reason}")
         self.subject = subject
         self.reason = reason
+
+
+class UnreadableRecordError(InconsistentTraceError):
+    """A scope, checkpoint or output sits on a path holding an unreadable record.
+
+    A runtime record on its path (or its scope's, or an ancestor scope's) does
+    not decode: it was stored before the store's door checked runtime records,
+    or written around it. The runtime folds every other path and refuses this
+    one, naming the record, until the trace no longer holds it.
+
+    Attributes:
+        record_id: the record that does not decode.
+        path: the path holding it.
+    """
+
+    def __init__(self, subject: str, record_id: str, path: str, reason: str) -> None:
+        """Name what is refused, the record, the path holding it and why."""
+        super().__init__(
+            subject,
+            f"record {record_id} on {path!r} cannot be read ({reason}); "
+            f"{subject!r} is refused until the trace no longer holds it",
+        )
+        self.record_id = record_id
+        self.path = path
 
 
 class WorkspaceBusyError(RuntimeRuleError):

@@ -95,10 +95,27 @@ def fields_of(cls: type[RuntimeEvent]) -> dict[str, Any]:
     }
 
 
+def consistent(event: RuntimeEvent) -> RuntimeEvent:
+    """Set the fields an event recomputes from its others to agree with them."""
+    names = {f.name for f in dataclasses.fields(event)}
+    fixed: dict[str, Any] = {}
+    state = getattr(event, "state", None)
+    if state is not None and "state_digest" in names:
+        fixed.update(
+            state_digest=state.digest(), backend=state.backend, revision=state.revision
+        )
+    baseline = getattr(event, "baseline", None)
+    if baseline is not None and "baseline_digest" in names:
+        fixed["baseline_digest"] = baseline.digest()
+    if "change_count" in names and "changes" in names:
+        fixed["change_count"] = len(getattr(event, "changes"))  # noqa: B009
+    return dataclasses.replace(event, **fixed)
+
+
 def events_of(cls: type[RuntimeEvent]) -> st.SearchStrategy[RuntimeEvent]:
     specs = {name: strategy_for(hint) for name, hint in fields_of(cls).items()}
     parents = st.lists(TEXT, max_size=2).map(tuple)
-    return st.builds(cls, caused_by=parents, **specs)
+    return st.builds(cls, caused_by=parents, **specs).map(consistent)
 
 
 ANY_EVENT = st.sampled_from(CLASSES).flatmap(events_of)

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from goatherd.domain.workspace import WorkspaceState
+
 HERE = Path(__file__).resolve().parent
 GIT_STATE = {"backend": "git", "revision": "1" * 40, "data": {"head": "1" * 40}}
 
@@ -59,12 +61,15 @@ def seed_layout() -> dict[str, Any]:
         return rec("capture", schema, payload, caused_by=(f"@{child}",))
 
     state = {"backend": "git", "revision": "2" * 40, "data": {"head": "2" * 40}}
+    # The seed records real digests (a record must agree with itself).
+    state_digest = WorkspaceState("git", "3" * 40, {"head": "3" * 40}).digest()
+    baseline_digest = WorkspaceState("git", "2" * 40, {"head": "2" * 40}).digest()
     sealed = {
         "scope": "scope:agent:main:d",
         "backend": "git",
         "revision": "3" * 40,
-        "state_digest": "sha256:" + "3" * 64,
-        "baseline_digest": "sha256:" + "2" * 64,
+        "state_digest": state_digest,
+        "baseline_digest": baseline_digest,
         "change_count": 1,
         "state": {"backend": "git", "revision": "3" * 40, "data": {"head": "3" * 40}},
         "baseline": state,
@@ -129,7 +134,7 @@ def seed_layout() -> dict[str, Any]:
                             isolated=True,
                             sandbox_backend="git",
                             sandbox_path="/work/wt/agent-main-d",
-                            baseline_digest="sha256:" + "2" * 64,
+                            baseline_digest=baseline_digest,
                             baseline=state,
                         )
                     ],
@@ -198,7 +203,7 @@ def seed_layout() -> dict[str, Any]:
                             {
                                 "output_id": "out:agent:main:d:11",
                                 "action": "released",
-                                "state_digest": "sha256:" + "3" * 64,
+                                "state_digest": state_digest,
                             },
                             caused_by=("@sealed-11",),
                         )

@@ -1,8 +1,9 @@
 """``verify`` decodes every record of a schema the default libraries know.
 
-A record the store accepted (its door checks shape, not meaning) but whose
-typed event does not fit is one the runtime refuses to fold: verify names it
-under ``schemas`` with its id, and recovery refuses the same trace. Records of
+A record an older writer stored (the door now refuses them) whose typed event
+does not fit is one the runtime cannot fold: verify names it under
+``schemas`` with its id, and recovery names the same record and carries on
+without its path. Records of
 every recorded trace format, a live runtime session and a task tree decode,
 so verify stays green on them; schemas no library knows are not judged.
 """
@@ -16,6 +17,7 @@ from returns.result import Failure
 
 from goatherd.application import (
     RecoverOptions,
+    RecoveryStats,
     Registry,
     SandboxSpec,
     TaskControl,
@@ -32,7 +34,11 @@ from goatherd.domain import (
 from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
-from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
+from goatherd.infrastructure.store import (
+    SqlAlchemyTraceStore,
+    open_trace_store,
+    plan,
+)
 from goatherd.projections import known_schema_refs, shepherd_schemas
 from tests.golden.traces import fixtures, load, replay
 
@@ -103,7 +109,11 @@ def test_a_runtime_session_and_a_task_tree_verify_green() -> None:
     ],
 )
 def test_a_known_schema_the_runtime_cannot_read_is_named(
-    tmp_path: Path, mode: str, payload: dict[str, object] | None, reason: str
+    tmp_path: Path,
+    mode: str,
+    payload: dict[str, object] | None,
+    reason: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'trace.db'}"
     with open_trace_store(url) as store:
@@ -115,11 +125,15 @@ def test_a_known_schema_the_runtime_cannot_read_is_named(
                 for e in store.read_path("agent:good")
                 if e.record.envelope.schema_ref == ScopeCreated.SCHEMA
             )
-        bad = _append(
-            store,
-            "i:foreign",
-            RecordDraft(mode, ScopeCreated.SCHEMA, payload, "scope_created"),
-        )
+        with monkeypatch.context() as old_writer:  # stored before the door checked
+            old_writer.setattr(
+                plan, "_refuse_unreadable_runtime_records", lambda *_: None
+            )
+            bad = _append(
+                store,
+                "i:foreign",
+                RecordDraft(mode, ScopeCreated.SCHEMA, payload, "scope_created"),
+            )
         problems = _schemas_problems(store)
         assert len(problems) == 1
         assert problems[0].startswith(
@@ -128,8 +142,13 @@ def test_a_known_schema_the_runtime_cannot_read_is_named(
         )
         assert reason in problems[0]
         assert "\n" not in problems[0]
-        refused = recover_scopes(runtime_context_for(store), RecoverOptions())
-        assert isinstance(refused, Failure)
+        stats = RecoveryStats()
+        recovered = recover_scopes(
+            runtime_context_for(store), RecoverOptions(stats=stats)
+        )
+        assert not isinstance(recovered, Failure)
+        assert len(stats.unreadable) == 1
+        assert bad in stats.unreadable[0]
 
 
 def test_schemas_no_library_knows_are_not_judged() -> None:

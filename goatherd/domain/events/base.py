@@ -185,6 +185,15 @@ class RuntimeEvent:
             out.setdefault(key, value)
         return out
 
+    def contradiction(self) -> str | None:
+        """Return how the event contradicts itself, or ``None`` when it does not.
+
+        A field the event can recompute from its other fields (a digest of a
+        state it carries, a count of a list it carries) must agree with them;
+        decoding refuses an event that names one value and carries another.
+        """
+        return None
+
     def record_id(self) -> str:
         """Return the record id the runtime's append gives this event."""
         return record_digest(
@@ -387,9 +396,46 @@ def decode_payload(
     if mode != cls.MODE.value and upcast is None:
         raise fail(f"mode is {mode!r}, the schema is recorded as {cls.MODE.value!r}")
     try:
-        return _build(cls, payload, tuple(caused_by))
+        event = _build(cls, payload, tuple(caused_by))
     except _MismatchError as error:
         raise fail(str(error)) from None
+    contradiction = event.contradiction()
+    if contradiction is not None:
+        raise fail(contradiction)
+    return event
+
+
+def state_contradiction(
+    name: str,
+    state: WorkspaceState | None,
+    digest: str,
+    backend: str | None = None,
+    revision: str | None = None,
+) -> str | None:
+    """Return how a recorded ``digest`` (and backend, revision) disagree with ``state``.
+
+    ``name`` is the payload key of the state. Nothing is judged without a
+    state, or with an empty digest (retired shapes recorded none).
+    """
+    if state is None:
+        return None
+    if digest and digest != state.digest():
+        key = "state_digest" if name == "state" else f"{name}_digest"
+        return f"payload.{key} is not the digest of payload.{name}"
+    for key, value, recorded in (
+        ("backend", backend, state.backend),
+        ("revision", revision, state.revision),
+    ):
+        if value is not None and value != recorded:
+            return f"payload.{key} is not payload.{name}.{key}"
+    return None
+
+
+def count_contradiction(count: int, items: Collection[object]) -> str | None:
+    """Return how a recorded ``change_count`` disagrees with ``changes``."""
+    if count != len(items):
+        return f"payload.change_count is {count}, payload.changes holds {len(items)}"
+    return None
 
 
 class _MismatchError(Exception):

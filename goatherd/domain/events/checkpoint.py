@@ -19,7 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from goatherd.domain.events.base import RuntimeEvent, register_event
+from goatherd.domain.events.base import (
+    RuntimeEvent,
+    register_event,
+    state_contradiction,
+)
 from goatherd.domain.records import RecordMode
 from goatherd.domain.workspace import WorkspaceState
 
@@ -62,6 +66,12 @@ class CheckpointCreated(RuntimeEvent):
     has_snapshot: bool
     state: WorkspaceState | None = None
     snapshot_digest: str | None = None
+
+    def contradiction(self) -> str | None:
+        """Refuse a state digest, backend or revision its state disagrees with."""
+        return state_contradiction(
+            "state", self.state, self.state_digest, self.backend, self.revision
+        )
 
 
 @register_event

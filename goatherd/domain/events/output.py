@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from goatherd.domain.events.base import RuntimeEvent, register_event
+from goatherd.domain.events.base import (
+    RuntimeEvent,
+    count_contradiction,
+    register_event,
+    state_contradiction,
+)
 from goatherd.domain.records import RecordMode
 from goatherd.domain.settlement import SettlementAction
 from goatherd.domain.workspace import WorkspaceState
@@ -63,6 +68,16 @@ class OutputSealed(RuntimeEvent):
     changes: tuple[Mapping[str, str], ...]
     diff_blob: str | None = None
     diff_truncated: bool | None = None
+
+    def contradiction(self) -> str | None:
+        """Refuse digests, backend, revision or a count its own fields disagree with."""
+        return (
+            state_contradiction(
+                "state", self.state, self.state_digest, self.backend, self.revision
+            )
+            or state_contradiction("baseline", self.baseline, self.baseline_digest)
+            or count_contradiction(self.change_count, self.changes)
+        )
 
 
 @register_event

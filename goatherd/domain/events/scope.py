@@ -24,7 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from goatherd.domain.events.base import RuntimeEvent, register_event
+from goatherd.domain.events.base import (
+    RuntimeEvent,
+    count_contradiction,
+    register_event,
+    state_contradiction,
+)
 from goatherd.domain.records import RecordMode
 from goatherd.domain.workspace import WorkspaceState
 
@@ -93,6 +98,12 @@ class ScopeForked(RuntimeEvent):
     sandbox_path: str | None = None
     baseline_digest: str | None = None
     baseline: WorkspaceState | None = None
+
+    def contradiction(self) -> str | None:
+        """Refuse a baseline digest its baseline disagrees with."""
+        return state_contradiction(
+            "baseline", self.baseline, self.baseline_digest or ""
+        )
 
 
 @register_event
@@ -217,6 +228,10 @@ class MergeProposed(RuntimeEvent):
     change_count: int
     changes: tuple[Mapping[str, str], ...]
     diff_digest: str
+
+    def contradiction(self) -> str | None:
+        """Refuse a change count its change list disagrees with."""
+        return count_contradiction(self.change_count, self.changes)
 
 
 @register_event

@@ -35,8 +35,10 @@ from goatherd.domain.errors import (
     BatchShapeError,
     DomainError,
     RecordInputError,
+    RuntimeRecordRefusedError,
     TraceStoreError,
 )
+from goatherd.domain.events import RecordDecodeError, decode_payload, is_runtime_schema
 from goatherd.domain.identity import (
     ROOT_WITNESS_SCHEMA_REF,
     WITNESS_SCHEMA_REF,
@@ -239,6 +241,7 @@ def prepare(
     normalized = validate_batch(batch, limits)
     if not redaction:
         _refuse_redaction_records(batch)
+    _refuse_unreadable_runtime_records(batch, normalized)
     digest = batch_digest(context, batch, normalized)
     requests = {r.group_index: r for r in context_requests(context, batch)}
     groups = tuple(
@@ -417,6 +420,38 @@ def _refuse_redaction_records(batch: AppendBatch) -> None:
                 f"cannot append {REDACTION_SCHEMA_REF} records or to the "
                 f"{REDACTION_OWNER!r} path: only redact() records redactions"
             )
+
+
+def _refuse_unreadable_runtime_records(
+    batch: AppendBatch, normalized: tuple[tuple[NormalizedDraft, ...], ...]
+) -> None:
+    """Refuse a runtime-schema draft its typed event does not decode.
+
+    The runtime folds every record of its schemas; one it cannot decode would
+    stop every fold of the trace. Each is decoded here as the fold will read it
+    back (its stored JSON parsed, on its group's path), so what the door lets
+    in, the fold reads. Other schemas cost one set lookup.
+    """
+    for index, (group, items) in enumerate(zip(batch.groups, normalized, strict=True)):
+        for position, item in enumerate(items):
+            draft = item.draft
+            if not is_runtime_schema(draft.schema_ref):
+                continue
+            try:
+                decode_payload(
+                    draft.schema_ref,
+                    draft.mode,
+                    json.loads(item.payload_json),
+                    caused_by=tuple(draft.caused_by_fact_ids),
+                    owner=group.trace_owner_id,
+                )
+            except RecordDecodeError as error:
+                raise RuntimeRecordRefusedError(
+                    f"groups[{index}].fact_drafts[{position}]",
+                    group.trace_owner_id,
+                    draft.schema_ref,
+                    error.reason,
+                ) from None
 
 
 def _validate_group(

@@ -16,7 +16,6 @@ from sqlalchemy import text
 
 from goatherd.application import (
     RecoverOptions,
-    RecoveryError,
     SandboxError,
     SandboxSpec,
     ScopeManager,
@@ -32,9 +31,9 @@ from goatherd.domain import (
     OutputConsumedError,
     OutputSettled,
     OutputState,
-    RecordDecodeError,
     RecordDraft,
     ReservedSchemaError,
+    RuntimeRecordRefusedError,
     ScopeState,
 )
 from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
@@ -249,25 +248,30 @@ class TestWhatTheTraceDoesNotVouchFor:
                     failure_of(second.settle(out.id, "discarded")), OutputConsumedError
                 )
 
-    def test_a_malformed_runtime_record_stops_the_runtime_and_names_it(self, path):
+    def test_a_malformed_runtime_record_is_refused_at_the_door(self, path):
         with SQLiteTraceStore(path) as store:
             mgr = scope_manager_for(store)
             _, _, out = sealed(mgr)
+            before = store.fact_count()
             forged = RecordDraft(
                 "capture", OutputSettled.SCHEMA, {"output_id": out.id, "action": 5}
             )
-            receipt = store.append(
-                TRUSTED_APPEND_CONTEXT,
-                AppendBatch("other:bad", (AppendGroup(out.id, fact_drafts=(forged,)),)),
+            with pytest.raises(RuntimeRecordRefusedError) as refused:
+                store.append(
+                    TRUSTED_APPEND_CONTEXT,
+                    AppendBatch(
+                        "other:bad", (AppendGroup(out.id, fact_drafts=(forged,)),)
+                    ),
+                )
+            assert "payload.action must be a string, got an integer" in str(
+                refused.value
             )
+            assert store.fact_count() == before
         with SQLiteTraceStore(path) as store:
-            failed = recover_scopes(runtime_context_for(store), RecoverOptions())
-            error = failure_of(failed)
-            assert isinstance(error, RecoveryError)
-            assert receipt.fact_ids[0] in str(error)
-            assert "payload.action must be a string, got an integer" in str(error)
-            with pytest.raises(RecordDecodeError):
-                scope_manager_for(store).settle(out.id, "released")
+            recovered = recover_scopes(runtime_context_for(store), RecoverOptions())
+            assert isinstance(recovered, Success)
+            released = scope_manager_for(store).settle(out.id, "released")
+            assert isinstance(released, Success)
 
     def test_lifecycle_schemas_cannot_be_appended_as_facts(self, path):
         with SQLiteTraceStore(path) as store:
