@@ -82,8 +82,8 @@ from goatherd.domain import (
 )
 
 __all__ = [
-    "MATERIALIZE_READ_CONTEXT",
     "InDoubtResolution",
+    "MATERIALIZE_READ_CONTEXT",
     "MaterializationInDoubtError",
     "MaterializationRefusedError",
     "MaterializationStore",

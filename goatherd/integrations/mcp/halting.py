@@ -19,7 +19,10 @@ from goatherd.domain import ScopeHalted, decode_fact
 from goatherd.infrastructure.sandbox.launch import proctree
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
-__all__ = ["MARKER", "HaltWatch"]
+__all__ = [
+    "HaltWatch",
+    "MARKER",
+]
 
 MARKER: Final = "GOATHERD_RUN"
 """The variable naming one run in its processes' environment."""
