@@ -229,3 +229,33 @@ def test_alternates_in_the_repository_are_refused(scene: Scene) -> None:
     (info / "alternates").write_text(f"{scene.repo / '.git' / 'objects'}\n")
     with pytest.raises(UnsafeGitDirError, match="alternates"):
         scene.sandbox.capture()
+
+
+def test_a_smudge_filter_in_committed_attributes_never_runs_on_worktree_add(
+    scene: Scene, tmp_path: Path
+) -> None:
+    (scene.repo / ".gitattributes").write_text("* filter=evil\n")
+    git(scene.repo, "add", ".gitattributes")
+    git(scene.repo, "commit", "-q", "-m", "attributes")
+    scene.config(
+        f"filter.evil.smudge={scene.payload}",
+        f"filter.evil.process={scene.payload}",
+        "filter.evil.required=true",
+    )
+    fork = new_worktree_sandbox(scene.repo, tmp_path / "fork")
+    fork.create(SandboxSpec())
+    assert (fork.workdir / "a.txt").read_text() == "alpha\n"
+    fork.destroy()
+    scene.assert_clean()
+
+
+def test_a_filter_defined_in_an_included_file_never_runs(
+    scene: Scene, tmp_path: Path
+) -> None:
+    included = scene.work / "included.cfg"
+    included.write_text(f'[filter "sneaky.one"]\n\tclean = {scene.payload}\n')
+    scene.config(f"include.path={included}")
+    scene.attributes("* filter=sneaky.one")
+    (scene.work / "a.txt").write_text("changed\n")
+    scene.sandbox.capture()
+    scene.assert_clean()
