@@ -40,7 +40,6 @@ __all__ = [
     "ContainmentUnavailableError",
     "ExecTimeoutError",
     "GitError",
-    "UnsafeGitDirError",
     "InvalidExecRequestError",
     "InvalidWorkspaceStateError",
     "NoSandboxError",
@@ -48,6 +47,7 @@ __all__ = [
     "SandboxError",
     "SandboxOwnershipError",
     "UnknownSandboxBackendError",
+    "UnsafeGitDirError",
     "UnsupportedError",
     "WorkspaceEscapeError",
 ]

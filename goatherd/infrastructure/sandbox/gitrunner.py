@@ -41,9 +41,9 @@ from goatherd.application.errors import GitError, SandboxError
 
 __all__ = [
     "GIT_TIMEOUT_SECONDS",
-    "SAFE_CONFIG",
     "GitRunner",
     "RawChange",
+    "SAFE_CONFIG",
     "Scratch",
     "nul_list",
     "parse_raw_changes",
