@@ -16,6 +16,8 @@ Hierarchy::
                                        or a corrupt one (also ``ValueError``)
         ApplyConflictError             a delta or settlement overlaps changed paths
         GitError                       a git subprocess failed (carries git's stderr)
+        UnsafeGitDirError              a workspace's ``.git`` is not the one goatherd
+                                       made (swapped pointer, alternates): nothing ran
         ContainmentError               a command could not be confined
           ContainmentUnavailableError  the kernel cannot enforce the policy
         ExecTimeoutError               a sandboxed command outran its timeout
@@ -45,6 +47,7 @@ __all__ = [
     "SandboxError",
     "SandboxOwnershipError",
     "UnknownSandboxBackendError",
+    "UnsafeGitDirError",
     "UnsupportedError",
     "WorkspaceEscapeError",
 ]
@@ -52,6 +55,16 @@ __all__ = [
 
 class SandboxError(GoatherdError):
     """A sandbox operation failed; the root of the sandbox seam's errors."""
+
+
+class UnsafeGitDirError(SandboxError):
+    """Raised when a workspace's git directory is not the one goatherd made.
+
+    A worktree whose ``.git`` file points anywhere but the administrative
+    directory ``git worktree add`` made for it (or whose back-links disagree),
+    or a git directory that borrows objects through ``objects/info/alternates``:
+    goatherd refuses before running git there (ADR 0067).
+    """
 
 
 class NoSandboxError(SandboxError):

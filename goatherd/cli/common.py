@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +30,7 @@ from returns.result import Failure, Result
 from sqlalchemy.engine import make_url
 
 from goatherd.application import Sandbox, SandboxResolver, ScopeManager
+from goatherd.application.errors import GitError, SandboxError
 from goatherd.cli.parser import WORKSPACE_ENV
 from goatherd.domain.scope import scope_id_for
 from goatherd.infrastructure import (
@@ -39,6 +39,7 @@ from goatherd.infrastructure import (
     new_worktree_sandbox,
     open_runtime,
 )
+from goatherd.infrastructure.sandbox.gitrunner import GitRunner
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     open_trace_store,
@@ -125,15 +126,10 @@ def _workspaces(specs: list[str]) -> tuple[Path | None, dict[str, Path]]:
 
 def repository_of(worktree: Path) -> Path:
     """Return the main working directory of the repository ``worktree`` is in."""
-    out = subprocess.run(
-        # git is looked up on PATH by design, as the sandboxes do.
-        ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],  # noqa: S607
-        cwd=worktree,
-        capture_output=True,
-        text=True,
-        check=True,
+    common = GitRunner(worktree).text(  # the safe configuration (ADR 0067)
+        "rev-parse", "--path-format=absolute", "--git-common-dir"
     )
-    return Path(out.stdout.strip()).parent
+    return Path(common).parent
 
 
 def recorded_roots(runtime: Runtime) -> dict[str, Path]:
@@ -168,7 +164,7 @@ def workspace_resolver(
         if backend == GIT_BACKEND and path and Path(path).is_dir():
             try:
                 repository = repository_of(Path(path))
-            except subprocess.CalledProcessError:
+            except (GitError, SandboxError):
                 return None  # not a worktree any more (its repository moved)
             return new_worktree_sandbox(repository, path)
         return None

@@ -19,7 +19,6 @@ import gc
 import hashlib
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,17 +36,15 @@ _EXTRA = "goatherd mcp needs the mcp extra: pip install 'goatherd[mcp]'"
 
 
 def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(  # noqa: S603 - git with our own arguments
-        ["git", *args],  # noqa: S607 - git on PATH, as the sandboxes use it
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        detail = done.stderr.strip().splitlines()[-1:] or ["git failed"]
-        raise ValueError(f"{cwd} is not a git repository ({detail[0]})")
-    return done.stdout.strip()
+    from goatherd.application.errors import GitError, SandboxError
+    from goatherd.infrastructure.sandbox.gitrunner import GitRunner
+
+    try:  # goatherd's safe git configuration (ADR 0067)
+        return GitRunner(cwd).text(*args).strip()
+    except (GitError, SandboxError) as exc:
+        stderr = exc.stderr if isinstance(exc, GitError) else str(exc)
+        detail = stderr.strip().splitlines()[-1:] or ["git failed"]
+        raise ValueError(f"{cwd} is not a git repository ({detail[0]})") from exc
 
 
 def repository_top(path: str) -> Path:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from goatherd.infrastructure.sandbox.gitrunner import GitRunner
+
 __all__ = [
     "BROKEN_MEDIAN",
     "FIXED_MEDIAN",
@@ -106,7 +108,7 @@ def create_project(target: Path) -> str:
 
     Raises:
         FileExistsError: ``target`` already exists (nothing is touched).
-        subprocess.CalledProcessError: git failed (nothing is left behind).
+        GitError: git failed (nothing is left behind).
     """
     if target.exists():
         raise FileExistsError(f"demo project {target} already exists")
@@ -129,26 +131,11 @@ def create_project(target: Path) -> str:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "EMAIL"))}
-    env.update(_IDENTITY)
-    settings = (
-        "-c",
-        "init.defaultBranch=main",
-        "-c",
-        "commit.gpgsign=false",
-        "-c",
-        "core.hooksPath=/dev/null",
-    )
-    done = subprocess.run(  # noqa: S603 - fixed binary, argument list
-        ["git", *settings, *args],  # noqa: S607 - git is looked up on PATH
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=_GIT_TIMEOUT,
-    )
-    return done.stdout
+    # goatherd's safe git configuration (ADR 0067): the project is agent-written.
+    settings = ("-c", "init.defaultBranch=main")
+    runner = GitRunner(cwd, timeout=_GIT_TIMEOUT)
+    out = runner.run(*settings, *args, env=_IDENTITY)
+    return out.decode("utf-8", "surrogateescape")
 
 
 def changed_paths(project: Path) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ import enum
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from goatherd.application.errors import (
     GitError,
     SandboxConfigError,
     SandboxError,
+    UnsafeGitDirError,
     UnsupportedError,
 )
 from goatherd.application.ports import (
@@ -71,7 +73,14 @@ __all__ = [
 ]
 
 DEFAULT_EXEC_TIMEOUT_SECONDS = 600.0
-_DIFF_FLAGS = ("--no-ext-diff", "--no-color", "--no-renames", "--src-prefix=a/")
+_DIFF_FLAGS = (
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-color",
+    "--no-renames",
+    "--src-prefix=a/",
+)
+_POINTER_LIMIT = 4096
 
 
 class ExecPlacement(enum.StrEnum):
@@ -172,7 +181,56 @@ class GitSandbox:
         self._extra_roots = tuple(config.extra_writable_roots)
         self._spec = SandboxSpec()
         self._lock = threading.Lock()
-        self._git = GitRunner(self.workdir)
+        self._common: Path | None = None
+
+    # ------------------------------------------------------------ git dirs
+    @property
+    def _git(self) -> GitRunner:
+        """A runner for the workspace, its git directory checked first (ADR 0067).
+
+        Raises:
+            UnsafeGitDirError: the worktree's ``.git`` or the git directory is
+                not the one goatherd made; git is not run.
+        """
+        if self._worktree is None:
+            return self._repo_git()
+        if not self._worktree.is_dir():
+            return GitRunner(self._worktree)  # locate names the missing directory
+        admin = _worktree_git_dir(self._common_dir(), self._worktree)
+        return GitRunner(self._worktree, git_dir=admin, work_tree=self._worktree)
+
+    def _repo_git(self) -> GitRunner:
+        """A runner for the repository in place, with its git directory explicit."""
+        dot_git = self._repo / ".git"
+        try:
+            mode = os.lstat(dot_git).st_mode
+        except OSError:
+            return GitRunner(self._repo)  # rev-parse names what is wrong
+        if stat.S_ISDIR(mode):
+            _refuse_alternates(dot_git)
+            return GitRunner(self._repo, git_dir=dot_git, work_tree=self._repo)
+        # The repository is itself a linked worktree (or a submodule): let git
+        # resolve its pointer, under the safe configuration, then check it.
+        plain = GitRunner(self._repo)
+        try:
+            git_dir, common = plain.text(
+                "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"
+            ).split("\n")
+        except (GitError, ValueError):
+            return plain
+        _refuse_alternates(Path(common))
+        return GitRunner(self._repo, git_dir=Path(git_dir), work_tree=self._repo)
+
+    def _common_dir(self) -> Path:
+        """The repository's common git directory (where worktrees are recorded)."""
+        if self._common is None:
+            repo_git = self._repo_git()
+            common = repo_git.text(
+                "rev-parse", "--path-format=absolute", "--git-common-dir"
+            )
+            self._common = Path(os.path.realpath(common))
+        _refuse_alternates(self._common)
+        return self._common
 
     # ------------------------------------------------------------ identity
     @property
@@ -216,7 +274,7 @@ class GitSandbox:
                 inside the repository or already holds files.
         """
         self._spec = spec
-        repo_git = GitRunner(self._repo)
+        repo_git = self._repo_git()
         head = self._validate_repository(repo_git)
         if self._worktree is None:
             return
@@ -459,6 +517,71 @@ def _config(
     return GitSandboxConfig(
         repo_path, worktree_path, option.backend, exec_placement=option.placement
     )
+
+
+def _refuse_alternates(common: Path) -> None:
+    """Refuse a git directory that borrows objects from elsewhere.
+
+    goatherd never writes ``objects/info/alternates``; one present is either
+    the user's (a shared clone, not supported as a workspace) or planted to
+    make a crafted git directory look like the real one.
+    """
+    alternates = common / "objects" / "info" / "alternates"
+    if os.path.lexists(alternates):
+        raise UnsafeGitDirError(
+            f"git sandbox: {alternates} exists; goatherd does not run git on a "
+            "repository that borrows objects through alternates"
+        )
+
+
+def _worktree_git_dir(common: Path, worktree: Path) -> Path:
+    """Return the administrative directory of ``worktree``, checked both ways.
+
+    The worktree's ``.git`` must be a regular file holding one ``gitdir:``
+    line naming a directory directly under ``<common>/worktrees``, whose
+    ``gitdir`` file names this ``.git`` back and whose ``commondir`` leads to
+    ``common``: what ``git worktree add`` wrote. Anything else was swapped.
+
+    Raises:
+        UnsafeGitDirError: naming the first link that disagrees.
+    """
+    dot_git = worktree / ".git"
+
+    def refuse(why: str) -> UnsafeGitDirError:
+        return UnsafeGitDirError(
+            f"git sandbox: {dot_git} is not the worktree link goatherd made ({why});"
+            " refusing to run git there"
+        )
+
+    try:
+        mode = os.lstat(dot_git).st_mode
+    except OSError as exc:
+        raise refuse("it is missing") from exc
+    if not stat.S_ISREG(mode):
+        raise refuse("it is not a regular file")
+    with open(dot_git, "rb") as handle:
+        raw = handle.read(_POINTER_LIMIT + 1)
+    line = raw.decode("utf-8", "surrogateescape").removesuffix("\n")
+    if len(raw) > _POINTER_LIMIT or "\n" in line or not line.startswith("gitdir: "):
+        raise refuse("it is not one gitdir: line")
+    admin = Path(line.removeprefix("gitdir: "))
+    if not admin.is_absolute():
+        admin = worktree / admin
+    real_admin = Path(os.path.realpath(admin))
+    if real_admin.parent != Path(os.path.realpath(common / "worktrees")):
+        raise refuse(f"it points to {admin}, outside {common / 'worktrees'}")
+    try:
+        back = (real_admin / "gitdir").read_text("utf-8").strip()
+        common_link = (real_admin / "commondir").read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise refuse(f"{real_admin} lacks its gitdir or commondir") from exc
+    if os.path.realpath(back) != os.path.realpath(dot_git):
+        raise refuse(f"{real_admin} belongs to {back}")
+    if Path(os.path.realpath(real_admin / common_link)) != Path(
+        os.path.realpath(common)
+    ):
+        raise refuse(f"{real_admin}'s commondir is not {common}")
+    return real_admin
 
 
 @contextmanager

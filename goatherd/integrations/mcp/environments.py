@@ -16,10 +16,10 @@ worktree on demand from the path its fork recorded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +29,7 @@ from typing import Final, TypeVar
 from returns.result import Failure, Result
 
 from goatherd.application import NetworkMode, Sandbox, SandboxSpec, ScopeManager
+from goatherd.application.errors import GitError, SandboxError
 from goatherd.domain import (
     TRUSTED_READ_CONTEXT,
     CheckpointState,
@@ -52,6 +53,7 @@ from goatherd.infrastructure.sandbox import (
     LandlockBackend,
     new_local_git_sandbox,
 )
+from goatherd.infrastructure.sandbox.gitrunner import GitRunner
 from goatherd.integrations.mcp.errors import EnvironmentUnavailableError
 from goatherd.integrations.mcp.recording import (
     SERVER_STARTED_SCHEMA,
@@ -691,20 +693,13 @@ def _remove_worktree(repo: Path, worktree: Path) -> None:
     """Remove a worktree made for a fork that was never recorded."""
     if not (worktree / ".git").is_file():
         return
-    subprocess.run(  # noqa: S603 - git with fixed arguments
-        ["git", "worktree", "remove", "--force", str(worktree)],  # noqa: S607
-        cwd=repo,
-        capture_output=True,
-        check=False,
-    )
+    git = GitRunner(repo)  # goatherd's safe git configuration (ADR 0067)
+    with contextlib.suppress(GitError, SandboxError):
+        git.run("worktree", "remove", "--force", str(worktree))
     shutil.rmtree(worktree, ignore_errors=True)
     shutil.rmtree(Path(f"{worktree}.tmp"), ignore_errors=True)
-    subprocess.run(
-        ["git", "worktree", "prune"],  # noqa: S607
-        cwd=repo,
-        capture_output=True,
-        check=False,
-    )
+    with contextlib.suppress(GitError, SandboxError):
+        git.run("worktree", "prune")
 
 
 def _delivered_through(entries: Sequence[LogEntry]) -> int:
