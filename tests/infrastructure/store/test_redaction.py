@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,7 @@ from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.projection_runner import ProjectionRunner
 from goatherd.infrastructure.projection_views import SqlUiIndexView
 from goatherd.infrastructure.store import (
+    Redaction,
     SqlAlchemyTraceStore,
     SQLiteTraceStore,
     open_trace_store,
@@ -291,45 +294,54 @@ def _hold_snapshot(path: Path, release: threading.Event, held: threading.Event) 
         conn.close()
 
 
+@contextmanager
+def _old_snapshot(path: Path) -> Iterator[threading.Event]:
+    """Hold a reader on the current snapshot; set the event to let it go."""
+    release, held = threading.Event(), threading.Event()
+    reader = threading.Thread(target=_hold_snapshot, args=(path, release, held))
+    reader.start()
+    assert held.wait(10)
+    try:
+        yield release
+    finally:
+        release.set()
+        reader.join(10)
+
+
+def _erase_under_a_reader(
+    tmp_path: Path, *, busy_timeout_ms: int, release_after: float | None
+) -> tuple[str, bytes, Redaction]:
+    path = tmp_path / "t.sqlite"
+    secret = f"SECRET-{uuid.uuid4().hex}".encode()
+    with SQLiteTraceStore(path, busy_timeout_ms=busy_timeout_ms) as store:
+        erased, _ = fill(store, secret.decode())
+        with _old_snapshot(path) as release:
+            if release_after is not None:
+                threading.Timer(release_after, release.set).start()
+            redaction = store.redact(CTX, "redact:1", [erased], "asked")
+        return erased, secret if secret in file_bytes(path) else b"", redaction
+
+
 def test_a_reader_on_an_old_snapshot_is_waited_for_then_the_bytes_are_gone(
     tmp_path: Path,
 ) -> None:
     # Before: the checkpoint met the reader's snapshot, answered busy at once
     # (busy_timeout=0 on the writer), and the erased bytes stayed in -wal.
-    path = tmp_path / "t.sqlite"
-    secret = f"SECRET-{uuid.uuid4().hex}"
-    with SQLiteTraceStore(path) as store:
-        erased, _ = fill(store, secret)
-        release, held = threading.Event(), threading.Event()
-        reader = threading.Thread(target=_hold_snapshot, args=(path, release, held))
-        reader.start()
-        assert held.wait(10)
-        threading.Timer(0.5, release.set).start()
-        redaction = store.redact(CTX, "redact:1", [erased], "asked")
-        reader.join(10)
-        assert redaction.wal_truncated
-        assert redaction.bytes_left == ()
-        assert secret.encode() not in file_bytes(path)
+    _, left, redaction = _erase_under_a_reader(
+        tmp_path, busy_timeout_ms=30_000, release_after=0.5
+    )
+    assert redaction.wal_truncated
+    assert redaction.bytes_left == ()
+    assert left == b""
 
 
 def test_a_reader_that_never_lets_go_is_reported_not_hidden(tmp_path: Path) -> None:
-    path = tmp_path / "t.sqlite"
-    secret = f"SECRET-{uuid.uuid4().hex}"
-    with SQLiteTraceStore(path, busy_timeout_ms=300) as store:
-        erased, _ = fill(store, secret)
-        release, held = threading.Event(), threading.Event()
-        reader = threading.Thread(target=_hold_snapshot, args=(path, release, held))
-        reader.start()
-        assert held.wait(10)
-        try:
-            redaction = store.redact(CTX, "redact:1", [erased], "asked")
-        finally:
-            release.set()
-            reader.join(10)
-        # Whether or not the bytes stayed, the report says what the disk holds.
-        still_there = secret.encode() in file_bytes(path)
-        assert (erased in redaction.bytes_left) == still_there
-        assert not redaction.wal_truncated
+    erased, left, redaction = _erase_under_a_reader(
+        tmp_path, busy_timeout_ms=300, release_after=None
+    )
+    # Whether or not the bytes stayed, the report says what the disk holds.
+    assert (erased in redaction.bytes_left) == bool(left)
+    assert not redaction.wal_truncated
 
 
 def test_many_erasures_under_appends_and_a_busy_reader_leave_no_bytes(
