@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from goatherd.application.errors import GitError, SandboxError
+from goatherd.infrastructure.sandbox.gitlocks import guard as lock_guard
 
 __all__ = [
     "GIT_TIMEOUT_SECONDS",
@@ -75,15 +76,23 @@ class GitRunner:
         full_env = _base_env()
         full_env.update(env or {})
         try:
-            done = subprocess.run(  # noqa: S603 - fixed binary, argument list
-                ["git", *args],  # noqa: S607 - git is looked up on PATH by design
-                cwd=self.cwd,
-                env=full_env,
-                input=stdin if stdin is not None else b"",
-                capture_output=True,
-                timeout=self.timeout,
-                check=False,
-            )
+            # A git call that may take a repository lock runs under goatherd's
+            # guard, so a lock a killed call leaves is cleared by the next one.
+            with lock_guard(self.cwd, args, env) as fds:
+                done = subprocess.run(  # noqa: S603 - fixed binary, argument list
+                    ["git", *args],  # noqa: S607 - git is looked up on PATH by design
+                    cwd=self.cwd,
+                    env=full_env,
+                    input=stdin if stdin is not None else b"",
+                    capture_output=True,
+                    timeout=self.timeout,
+                    check=False,
+                    pass_fds=fds,
+                )
+                if done.returncode < 0:  # killed: its locks may stand, keep the journal
+                    raise GitError(
+                        args, done.stderr.decode("utf-8", "replace"), done.returncode
+                    )
         except subprocess.TimeoutExpired as exc:
             stderr = (exc.stderr or b"").decode("utf-8", "replace")
             raise GitError(args, stderr, None) from exc
