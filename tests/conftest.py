@@ -45,6 +45,7 @@ LONG_TESTS: dict[str, float] = {
     "tests/stateful/test_runtime_machine.py": 7,  # each of its 4 parts
     "tests/mcp/test_recovery.py": 8,
     "tests/faults/test_soak_short.py": 14,
+    "tests/faults/test_git_crash.py": 60,
     "tests/cli/test_read_only_user.py": 15,
     "tests/infrastructure/traceui/test_browser.py": 12,
     "tests/application/tasks/test_task_machine.py": 12,

@@ -33,7 +33,7 @@ from typing import Final
 
 from goatherd.application.commands.context import RuntimeContext
 from goatherd.application.decisions import Decision
-from goatherd.application.errors import SandboxError
+from goatherd.application.errors import GitError, SandboxError
 from goatherd.application.runtime import (
     Checkpoint,
     blob_digest,
@@ -234,7 +234,8 @@ def restore_checkpoint(
         try:
             sandbox.apply(state)
         except SandboxError as error:
-            _burn(ctx, cp_id, owner, f"restore failed: {error}")
+            if not _crashed(error):  # a killed git: the same seq re-applies it all
+                _burn(ctx, cp_id, owner, f"restore failed: {error}")
             raise
         ctx.fault("after-effect", intent)
 
@@ -248,6 +249,13 @@ def restore_checkpoint(
         ctx.record(intent, decide)
         _release_restored(ctx, cp_id, intent)
         return snapshot
+
+
+def _crashed(error: SandboxError) -> bool:
+    """Whether git was killed or timed out (not a state it cannot apply)."""
+    return isinstance(error, GitError) and (
+        error.returncode is None or error.returncode < 0
+    )
 
 
 def _release_restored(ctx: RuntimeContext, cp_id: str, intent: str) -> None:

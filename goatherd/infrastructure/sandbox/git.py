@@ -289,6 +289,8 @@ class GitSandbox:
                 "\n"
             )
         except GitError as exc:
+            if _killed(exc):
+                raise  # git was killed: nothing is wrong with the repository
             raise SandboxError(
                 f"git sandbox: {self._repo} is not a git repository "
                 f"with a commit: {exc.stderr}"
@@ -341,18 +343,12 @@ class GitSandbox:
             try:
                 repo_git.run("worktree", "remove", "--force", str(target))
             except (GitError, SandboxError) as first:
-                if not (target / ".git").is_file():
-                    raise SandboxError(
-                        f"git sandbox: {target} is not a worktree we created; "
-                        f"left in place ({first})"
-                    ) from first
-                try:
-                    shutil.rmtree(target)
-                except OSError as second:
-                    raise SandboxError(
-                        f"git sandbox: cannot remove worktree {target}: "
-                        f"{first}; fallback removal failed: {second}"
-                    ) from second
+                if _killed(first):
+                    # git was killed (or timed out) halfway: the next guarded
+                    # call finishes the removal it left (ADR 0069).
+                    repo_git.run("worktree", "prune")
+                if target.exists():
+                    _remove_fallback(target, first)
         repo_git.run("worktree", "prune")
 
     # ------------------------------------------------------------ states
@@ -582,6 +578,28 @@ def _worktree_git_dir(common: Path, worktree: Path) -> Path:
     ):
         raise refuse(f"{real_admin}'s commondir is not {common}")
     return real_admin
+
+
+def _killed(error: SandboxError) -> bool:
+    """Whether git was killed by a signal or timed out (not a refusal)."""
+    return isinstance(error, GitError) and (
+        error.returncode is None or error.returncode < 0
+    )
+
+
+def _remove_fallback(target: Path, first: SandboxError) -> None:
+    if not (target / ".git").is_file():
+        raise SandboxError(
+            f"git sandbox: {target} is not a worktree we created; "
+            f"left in place ({first})"
+        ) from first
+    try:
+        shutil.rmtree(target)
+    except OSError as second:
+        raise SandboxError(
+            f"git sandbox: cannot remove worktree {target}: "
+            f"{first}; fallback removal failed: {second}"
+        ) from second
 
 
 @contextmanager

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from goatherd.application.errors import GitError, SandboxError
+from goatherd.infrastructure.sandbox.gitlocks import guard as lock_guard
 
 __all__ = [
     "GIT_TIMEOUT_SECONDS",
@@ -158,7 +159,12 @@ class GitRunner:
         return pairs
 
     def _spawn(
-        self, args: Sequence[str], env: Mapping[str, str], stdin: bytes
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        stdin: bytes,
+        *,
+        pass_fds: Sequence[int] = (),
     ) -> subprocess.CompletedProcess[bytes]:
         try:
             return subprocess.run(  # noqa: S603 - fixed binary, argument list
@@ -169,6 +175,7 @@ class GitRunner:
                 capture_output=True,
                 timeout=self.timeout,
                 check=False,
+                pass_fds=tuple(pass_fds),
             )
         except subprocess.TimeoutExpired as exc:
             stderr = (exc.stderr or b"").decode("utf-8", "replace")
@@ -197,7 +204,17 @@ class GitRunner:
             {k: v for k, v in (env or {}).items() if not k.startswith("GIT_CONFIG")}
         )
         _with_config(full_env, pairs)
-        done = self._spawn(args, full_env, stdin if stdin is not None else b"")
+        # A git call that may take a repository lock runs under goatherd's
+        # guard, so a lock a killed call leaves is cleared by the next one
+        # (ADR 0069); the guard names the git dir this runner was given.
+        with lock_guard(self.cwd, args, env, git_dir=self.git_dir) as fds:
+            done = self._spawn(
+                args, full_env, stdin if stdin is not None else b"", pass_fds=fds
+            )
+            if done.returncode < 0:  # killed: its locks may stand, keep the journal
+                raise GitError(
+                    args, done.stderr.decode("utf-8", "replace"), done.returncode
+                )
         if done.returncode != 0:
             raise GitError(
                 args, done.stderr.decode("utf-8", "replace"), done.returncode

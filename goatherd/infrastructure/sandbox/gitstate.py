@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from goatherd.application.errors import (
     SandboxError,
 )
 from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.sandbox.gitlocks import common_dir
 from goatherd.infrastructure.sandbox.gitrunner import (
     GitRunner,
     RawChange,
@@ -55,6 +58,7 @@ CAPTURE_IDENTITY: Final = {
 _MESSAGE: Final = b"goatherd workspace capture\n"
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 _KEYS: Final = ("head_sha", "tree_sha", "commit_sha")
+_STAGE: Final = "goatherd-stage-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +209,10 @@ def materialize(git: GitRunner, tree: str, changes: Iterable[RawChange]) -> None
     """Make the working tree's ``changes`` paths match ``tree`` (index untouched).
 
     Deletions are removed (and emptied directories with them); every other
-    path is checked out from ``tree`` through a scratch index, with its mode.
+    path is checked out from ``tree`` through a scratch index into a staging
+    directory beside the git directory, then renamed into place one by one,
+    so a kill at any point leaves each path either as it was or as ``tree``
+    has it, never half written (a retry then sees only finished paths).
     """
     changes = list(changes)
     for change in changes:
@@ -214,7 +221,32 @@ def materialize(git: GitRunner, tree: str, changes: Iterable[RawChange]) -> None
     written = [c.path for c in changes if not c.deleted]
     if not written:
         return
-    with scratch_index(None) as scratch:
-        git.run("read-tree", tree, env=scratch.env)
-        paths = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in written)
-        git.run("checkout-index", "-f", "-z", "--stdin", env=scratch.env, stdin=paths)
+    common = common_dir(git.cwd) or git.cwd
+    _sweep_stages(common)
+    stage = Path(tempfile.mkdtemp(prefix=f"{_STAGE}{os.getpid()}-", dir=common))
+    try:
+        with scratch_index(None) as scratch:
+            git.run("read-tree", tree, env=scratch.env)
+            paths = b"".join(
+                p.encode("utf-8", "surrogateescape") + b"\0" for p in written
+            )
+            git.run(
+                "checkout-index", "-f", "-z", "--stdin", f"--prefix={stage}/",
+                env=scratch.env, stdin=paths,
+            )  # fmt: skip
+        for path in written:
+            target = git.cwd / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(stage / path, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _sweep_stages(common: Path) -> None:
+    """Remove staging directories a killed goatherd process left behind."""
+    for entry in common.glob(f"{_STAGE}*"):
+        pid = entry.name.removeprefix(_STAGE).split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(entry, ignore_errors=True)
