@@ -293,6 +293,10 @@ class ScopeClaimedError(ScopeStateError):
         holder: the claimed output or checkpoint.
         claimed_by: the claiming attempt (a settle intent or a restore seq).
         finish: the command that finishes the claim.
+        kind: ``"output"`` (a settle's claim) or ``"checkpoint"`` (a
+            restore's), or ``""`` when the fold cannot read the holder.
+        seq: the claimant's ``seq``, to pass to the same command again to
+            finish it (``None`` when it cannot be read).
     """
 
     def __init__(
@@ -303,6 +307,9 @@ class ScopeClaimedError(ScopeStateError):
         holder: str,
         claimed_by: str,
         finish: str,
+        *,
+        kind: str = "",
+        seq: int | None = None,
     ) -> None:
         """Name the refused command, the scope, the claim and how to finish it."""
         super().__init__(
@@ -315,6 +322,8 @@ class ScopeClaimedError(ScopeStateError):
         self.holder = holder
         self.claimed_by = claimed_by
         self.finish = finish
+        self.kind = kind
+        self.seq = seq
 
 
 class OutputClaimedError(OutputConsumedError):

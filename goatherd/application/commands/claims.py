@@ -45,32 +45,52 @@ def check_no_claim_needs(
         holder = model.scope(ws_owner).workspace_claim
         if not holder or holder == allow:
             continue
-        needs, claimed_by, finish = _claim_of(model, holder, ws_owner)
+        needs, claimed_by, finish, kind, seq = _claim_of(model, holder, ws_owner)
         if owner in needs:
             raise ScopeClaimedError(
-                subject, scope.scope_id, scope.state, holder, claimed_by, finish
+                subject,
+                scope.scope_id,
+                scope.state,
+                holder,
+                claimed_by,
+                finish,
+                kind=kind,
+                seq=seq,
             )
     return guards
 
 
 def _claim_of(
     model: RuntimeModel, holder: str, ws_owner: str
-) -> tuple[set[str], str, str]:
-    """Return the owners ``holder``'s claim needs, its claimant and its finish."""
+) -> tuple[set[str], str, str, str, int | None]:
+    """Return what ``holder``'s claim needs and who finishes it, and how.
+
+    The owners it needs, its claimant, the command that finishes it, the kind
+    of holder and the claimant's ``seq``.
+    """
     out = model.output(holder)
     if out.exists and out.claimed_by:
         seq = out.claimed_by.rpartition(":")[2]
         verb = out.claimed_by.split(":settle:", 1)[-1].rpartition(":")[0]
         needs = {out.scope_owner, out.claim_parent, ws_owner}
         finish = f"goatherd settle {holder} {verb} --resume {seq}"
-        return needs, out.claimed_by, finish
+        return needs, out.claimed_by, finish, "output", _int(seq)
     cp = model.checkpoint(holder)
     if cp.exists and cp.claimed_by:
         needs = {cp.scope_owner, ws_owner}
         finish = f"restore {holder} again with seq={cp.claimed_by}"
-        return needs, f"restore attempt {cp.claimed_by}", finish
+        claimant = f"restore attempt {cp.claimed_by}"
+        return needs, claimant, finish, "checkpoint", _int(str(cp.claimed_by))
     # A claim whose holder the fold cannot read: refuse every ending there.
-    return {ws_owner, *_everyone(model, ws_owner)}, holder, "its claimant's retry"
+    everyone = {ws_owner, *_everyone(model, ws_owner)}
+    return everyone, holder, "its claimant's retry", "", None
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _everyone(model: RuntimeModel, ws_owner: str) -> set[str]:

@@ -35,6 +35,7 @@ from goatherd.domain import (
     GoatherdError,
     MergeProposal,
     ProposedChange,
+    ScopeClaimedError,
     ScopeState,
     SettlementAction,
 )
@@ -146,9 +147,31 @@ class _Finisher:
             for output in pending:
                 _ok(self.manager.settle(output.output_id, discard))
             if not pending:
-                _ok(self.manager.discard(attempt.scope_id))
+                self._end(lambda: self.manager.discard(attempt.scope_id))
         if attempt.run is None:
             self._record(attempt, RunStatus.FAILED, CUT_OFF_REASON, None, "", "")
+
+    def _end(self, end: Callable[[], Result[None, GoatherdError]]) -> None:
+        """End a scope; first finish a restore the crash left claimed.
+
+        A claim is the end of the race: a restore that claimed before the
+        crash must land before its scope may end, so it is finished under the
+        seq that claimed it, then the ending is tried again.
+        """
+        result = end()
+        failure = result.failure() if isinstance(result, Failure) else None
+        if (
+            isinstance(failure, ScopeClaimedError)
+            and failure.kind == "checkpoint"
+            and failure.seq is not None
+        ):
+            self.progress(
+                f"finishing the claimed restore of {failure.holder} under seq "
+                f"{failure.seq}"
+            )
+            _ok(self.manager.restore_checkpoint(failure.holder, seq=failure.seq))
+            result = end()
+        _ok(result)
 
     def _decide(self, attempt: AttemptView, *, approved: bool, action: str) -> str:
         assert attempt.proposal is not None

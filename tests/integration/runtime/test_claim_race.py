@@ -220,6 +220,7 @@ def test_an_end_between_its_check_and_its_append_loses_to_a_claim(
         assert isinstance(refused, ScopeClaimedError)
         assert refused.holder == out
         assert refused.finish == f"goatherd settle {out} selected --resume 31"
+        assert (refused.kind, refused.seq) == ("output", 31)  # typed, not parsed
         assert files(repo) == {"base.txt": b"base\n", "answer.txt": b"42\n"}
     code = cli_main(["settle", out, "selected", "--resume", "31", "--db", trace])
     assert code == 0
