@@ -32,7 +32,6 @@ from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from tests.integration.runtime.racer import resolver
 from tests.integration.runtime.support import (
-    fresh_postgres_database,
     make_repo,
     root_sandbox,
     worktree,
@@ -44,15 +43,6 @@ ROOT = Path(__file__).resolve().parents[3]
 ACTOR = "tests.integration.runtime.actor"
 MAIN = "scope:agent:main"
 TRY = "scope:agent:try"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def trace(request, tmp_path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "trace.db")
-        return
-    with fresh_postgres_database() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

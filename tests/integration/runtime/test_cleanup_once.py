@@ -34,17 +34,6 @@ from tests.zygote import Zygote, zygote
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def trace(request, tmp_path) -> Iterator[str]:
-    from tests.integration.runtime.support import fresh_postgres_database
-
-    if request.param == "sqlite":
-        yield str(tmp_path / "trace.db")
-        return
-    with fresh_postgres_database() as url:
-        yield url
-
-
 @pytest.fixture(scope="module")
 def forks() -> Iterator[Zygote]:
     with zygote([ACTOR]) as started:

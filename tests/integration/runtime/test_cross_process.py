@@ -33,7 +33,6 @@ from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from tests.integration.runtime.racer import resolver
 from tests.integration.runtime.support import (
-    fresh_postgres_database,
     make_repo,
     root_sandbox,
     worktree,
@@ -43,15 +42,6 @@ from tests.zygote import Zygote, zygote
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 RACER = "tests.integration.runtime.racer"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def trace(request, tmp_path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "trace.db")
-        return
-    with fresh_postgres_database() as url:
-        yield url
 
 
 def open_store(trace: str):

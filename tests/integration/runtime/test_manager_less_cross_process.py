@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,19 +23,10 @@ from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager
 from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
-from tests.integration.runtime.support import fresh_postgres_database, make_repo
+from tests.integration.runtime.support import make_repo
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def trace(request, tmp_path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "trace.db")
-        return
-    with fresh_postgres_database() as url:
-        yield url
 
 
 def open_store(trace: str):
