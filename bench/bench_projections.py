@@ -13,6 +13,9 @@ work, so a single figure says little.
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -112,6 +115,83 @@ def _catch_up(path: Path, make: Callable[[], Any], label: str, **kw: Any) -> Non
         print(f"catch-up {label}, {kind} store: {spread} (target >= 20,000/s)")
 
 
+_RAW_LOG_SQL = (
+    "SELECT e.path_ref, e.path_ordinal, e.retained_context_ref, e.kind_label, "
+    "e.position, e.append_intent_id, r.record_id, r.digest, r.schema_ref, r.mode, "
+    "r.witness_ref, r.caused_by_json, r.body_json FROM path_entries e "
+    "JOIN records r ON r.record_id = e.record_id WHERE e.position IS NOT NULL "
+    "ORDER BY e.position"
+)
+
+
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _rates(count: int, start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _clock()
+    return count / (wall - start[0]), count / max(cpu - start[1], 1e-9)
+
+
+def _raw_read(path: Path) -> tuple[float, float]:
+    """Rows per second (wall, CPU) of a plain sqlite3 read + json.loads of the log."""
+    start = _clock()
+    conn = sqlite3.connect(path)
+    count = 0
+    try:
+        for row in conn.execute(_RAW_LOG_SQL):
+            json.loads(row[11])
+            json.loads(row[12])
+            count += 1
+    finally:
+        conn.close()
+    return _rates(count, start)
+
+
+def _runner_read(store: SQLiteTraceStore) -> tuple[float, float]:
+    projection = CountAll(_NullView)
+    runner = ProjectionRunner(store, [projection])
+    start = _clock()
+    runner.rebuild(projection.name)
+    return _rates(store.max_position() + 1, start)
+
+
+def catch_up_ratio(path: Path, rounds: int = 5) -> None:
+    """The runner's catch-up against the raw read of the same rows (issue 28).
+
+    Interleaved rounds: the raw read, a cold rebuild (a freshly opened store)
+    and a warm one (the same store again); each ratio is the median over the
+    rounds of that round's ratio, per second of wall and of CPU time.
+    """
+    raw, cold, warm = [], [], []
+    for _ in range(rounds):
+        raw.append(_raw_read(path))
+        with SQLiteTraceStore(path) as store:
+            cold.append(_runner_read(store))
+            warm.append(_runner_read(store))
+
+    def ratio(
+        ours: list[tuple[float, float]], base: list[tuple[float, float]], i: int
+    ) -> float:
+        return statistics.median(o[i] / b[i] for o, b in zip(ours, base, strict=True))
+
+    for kind, rates in (("cold", cold), ("warm", warm)):
+        wall, cpu = ratio(rates, raw, 0), ratio(rates, raw, 1)
+        ok = min(wall, cpu) >= 0.6
+        ours = statistics.median(r[0] for r in rates)
+        print(
+            f"catch-up vs raw read, {kind}: {ours:,.0f}"
+            f"/s vs raw {statistics.median(r[0] for r in raw):,.0f}/s; ratio CPU "
+            f"{cpu:.2f}, wall {wall:.2f} (median of {rounds} interleaved rounds; "
+            f"target >= 0.6)  {'PASS' if ok else 'MISS'}"
+        )
+    faster, faster_wall = ratio(warm, cold, 1), ratio(warm, cold, 0)
+    print(
+        f"catch-up warm vs cold: CPU ratio {faster:.2f}, wall {faster_wall:.2f}"
+        f" (target > 1.0)  {'PASS' if faster > 1.0 else 'MISS'}"
+    )
+
+
 def _timed_get(client: httpx.Client, url: str, repeat: int = 7) -> str:
     client.get(url)  # warm: the UI index catches up on the first request
     samples = []
@@ -188,6 +268,9 @@ def run() -> None:
             _fill(store, "agent:other", 90_000)
             total = store.max_position() + 1
         print(f"trace: {total} records on 2 owners")
+        catch_up_ratio(path)
+        if os.environ.get("GOATHERD_BENCH_ONLY") == "catch-up":
+            return
         _catch_up(path, lambda: CountAll(_NullView), "runner only (count_all)")
         _catch_up(
             path,

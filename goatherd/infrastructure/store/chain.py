@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -252,10 +253,23 @@ def commit_time(*, postgres: bool) -> str:
     ``+00``. The writer sets ``committed_at`` itself, not through the column
     default, because the commit digest covers it.
     """
-    now = datetime.now(UTC)
     if postgres:
-        return now.strftime("%Y-%m-%d %H:%M:%S.%f+00")
-    return now.strftime("%Y-%m-%d %H:%M:%S")
+        return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00")
+    # Whole seconds: the text changes once a second, so it is formatted once
+    # a second (strftime was a tenth of an append's Python time).
+    global _SECOND_TEXT
+    second = int(time.time())
+    cached = _SECOND_TEXT
+    if cached[0] != second:
+        cached = _SECOND_TEXT = (
+            second,
+            time.strftime(_SECOND_FORMAT, time.gmtime(second)),
+        )
+    return cached[1]
+
+
+_SECOND_FORMAT: Final = "%Y-%m-%d %H:%M:%S"
+_SECOND_TEXT: tuple[int, str] = (-1, "")
 
 
 def link(previous: str, digest: str) -> str:

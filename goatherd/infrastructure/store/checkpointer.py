@@ -7,9 +7,16 @@ an appender stalled on the checkpoint's copying and ``fsync`` every few dozen
 appends (11-15% of append time, see ``docs/benchmarks.md``).
 
 A :class:`WalCheckpointer` is one daemon thread per writable file store with
-its own connection. Writers call :meth:`nudge` after each commit; the thread
-wakes, and when the WAL has grown past ``threshold_pages`` it runs a
-``PASSIVE`` checkpoint, which never waits for or blocks a writer or reader.
+its own connection. Writers call :meth:`nudge` after each commit; every
+``WAKE_COMMITS`` commits (or at once when the ``-wal`` file grew by the
+threshold since the thread last ran) the nudge wakes the thread, and when the
+WAL is past ``threshold_pages`` it runs a ``PASSIVE`` checkpoint, which never
+waits for or blocks a writer or reader. The WAL file keeps its size once it
+grew (SQLite reuses it from the start), so its size cannot tell how much is
+left to copy; waking the thread on every commit made it checkpoint every
+commit, and the thread switch and the fight for the interpreter lock cost the
+appending thread more CPU than the commit's own statements (see
+``docs/benchmarks.md``, "Store throughput").
 The writer connection keeps a much larger ``wal_autocheckpoint`` as a safety
 net: under sustained load a passive checkpoint cannot finish the frames
 written while it ran, and only a checkpoint at a commit boundary lets the WAL
@@ -32,6 +39,9 @@ __all__ = ["SAFETY_NET_PAGES", "THRESHOLD_PAGES", "WalCheckpointer"]
 
 THRESHOLD_PAGES: Final = 1000
 """WAL size (pages) at which the thread checkpoints: SQLite's own default."""
+
+WAKE_COMMITS: Final = 64
+"""Commits between wake-ups (a single-record append writes about 14 pages)."""
 
 SAFETY_NET_PAGES: Final = 16_000
 """The writer connection's ``wal_autocheckpoint`` (about 64 MiB of WAL)."""
@@ -59,10 +69,31 @@ class WalCheckpointer:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._commits = 0
+        self._seen_bytes = 0
         self.checkpoints = 0
 
     def nudge(self) -> None:
-        """Tell the thread that a commit happened (cheap; call after each)."""
+        """Tell the thread that a commit happened (cheap; call after each).
+
+        Wakes (and first starts) the thread every ``WAKE_COMMITS`` commits,
+        or when the ``-wal`` file grew by the threshold since the last wake
+        (a large commit); otherwise it costs one ``stat``. (The count is not
+        locked: a lost increment only delays a wake-up by one commit.)
+        """
+        self._commits += 1
+        if self._commits < WAKE_COMMITS:
+            try:
+                size = os.stat(self._wal).st_size
+            except OSError:
+                return
+            if size < self._seen_bytes + self._threshold_bytes:
+                return
+        self._commits = 0
+        try:
+            self._seen_bytes = os.stat(self._wal).st_size
+        except OSError:
+            self._seen_bytes = 0
         if self._thread is None:
             self._start()
         self._wake.set()

@@ -54,6 +54,12 @@ class Driver:
 
     def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
         """Return every row of a query."""
+        if not self._postgres:
+            # sqlite3's own execute: its cursor lives and dies in C.
+            try:
+                return list(self._raw.execute(sql, params).fetchall())
+            except UnicodeEncodeError as error:
+                raise _bad_text(error) from error
         cursor = self._raw.cursor()
         try:
             cursor.execute(self._sql(sql), tuple(params))
@@ -82,6 +88,11 @@ class Driver:
 
     def run(self, sql: str, params: Sequence[object] = ()) -> int:
         """Execute one statement; return the number of rows it changed."""
+        if not self._postgres:
+            try:
+                return int(self._raw.execute(sql, params).rowcount)
+            except UnicodeEncodeError as error:
+                raise _bad_text(error) from error
         cursor = self._raw.cursor()
         try:
             cursor.execute(self._sql(sql), tuple(params))
@@ -101,6 +112,11 @@ class Driver:
             return 0
         if len(rows) == 1:
             return self.run(sql, rows[0])
+        if not self._postgres:
+            try:
+                return int(self._raw.executemany(sql, rows).rowcount)
+            except UnicodeEncodeError as error:
+                raise _bad_text(error) from error
         cursor = self._raw.cursor()
         try:
             cursor.executemany(self._sql(sql), rows)

@@ -71,9 +71,9 @@ from goatherd.infrastructure.store.authority import (
 )
 from goatherd.infrastructure.store.chain import ChainReport, TraceHead, parse_head
 from goatherd.infrastructure.store.checkpointer import WalCheckpointer
-from goatherd.infrastructure.store.codec import decode_receipt
+from goatherd.infrastructure.store.codec import decode_receipt, decode_record
 from goatherd.infrastructure.store.commits import CommitQueue
-from goatherd.infrastructure.store.driver import Driver
+from goatherd.infrastructure.store.driver import Driver, placeholders
 from goatherd.infrastructure.store.engine import (
     BUSY_TIMEOUT_MS,
     DURABILITY_LEVELS,
@@ -96,6 +96,7 @@ from goatherd.infrastructure.store.plan import prepare, resolve_ids
 from goatherd.infrastructure.store.postgres import SAFE_SQL
 from goatherd.infrastructure.store.reader import (
     DEFAULT_CACHE_BYTES,
+    CachedRecord,
     ContentCache,
     StoreReader,
     record_size,
@@ -923,6 +924,8 @@ class SqlAlchemyTraceStore:
         check_int(limit, "limit", -INT64_MAX)
         if schema_refs is not None:
             schema_refs = [check_text(ref, "schema ref") for ref in schema_refs]
+        if not self._postgres:
+            return self._read_log_sqlite(after, max(limit, 0), schema_refs)
         stmt = (
             select(*_LOG_COLUMNS)
             .where(path_entries.c.position > after)
@@ -986,6 +989,59 @@ class SqlAlchemyTraceStore:
             .order_by(path_entries.c.path_ref, path_entries.c.path_ordinal)
         )
         return self._log_entries(stmt)
+
+    def _read_log_sqlite(
+        self, after: int, limit: int, schema_refs: list[str] | None
+    ) -> tuple[LogEntry, ...]:
+        """``read_log`` on SQLite: entries and records in one driver-level join.
+
+        A projection's catch-up reads the whole log through here, so each
+        entry costs one joined row and, unless the record is cached, one
+        decode; SQLAlchemy's statement building and row objects and a second
+        query for the records cost about as much as the rest together.
+        """
+        params: tuple[object, ...]
+        if schema_refs is None:
+            sql, params = _LOG_SQL, (after, limit)
+        else:
+            sql = _LOG_SQL_SCHEMAS.format(placeholders(len(schema_refs)))
+            params = (after, *schema_refs, limit)
+        entries = []
+        fresh: list[tuple[str, CachedRecord, int]] = []
+        with self._reading() as reader:
+            rows = reader.driver.rows(sql, params)
+            cache = reader.cache
+            cached = cache.records
+            for row in rows:
+                record_id = row[6]
+                content = cached.get(record_id)
+                if content is None:
+                    envelope, body = decode_record(*row[6:])
+                    fresh.append(
+                        (
+                            record_id,
+                            (envelope, body),
+                            record_size(row[12], decoded=True),
+                        )
+                    )
+                elif isinstance(content[1], str):
+                    envelope, body = cache.decoded(record_id, content)
+                else:
+                    envelope, body = content  # type: ignore[assignment]
+                entries.append(
+                    LogEntry(
+                        position=row[4],
+                        append_intent_id=row[5],
+                        record=Record(
+                            envelope=envelope,
+                            body=body,
+                            view=RecordView(row[0], row[1], row[2], row[3]),
+                        ),
+                    )
+                )
+        if fresh:
+            cache.add_records(fresh)
+        return tuple(entries)
 
     def _log_entries(self, stmt: object) -> tuple[LogEntry, ...]:
         with self._reading() as reader:
@@ -1260,6 +1316,14 @@ def _rollback(raw: Any, postgres: bool) -> None:
         _LOG.debug("rollback after a failed append failed", exc_info=True)
 
 
+_LOG_SELECT = (
+    "SELECT e.path_ref, e.path_ordinal, e.retained_context_ref, e.kind_label, "
+    "e.position, e.append_intent_id, r.record_id, r.digest, r.schema_ref, r.mode, "
+    "r.witness_ref, r.caused_by_json, r.body_json FROM path_entries e "
+    "JOIN records r ON r.record_id = e.record_id WHERE e.position > ?"
+)
+_LOG_SQL = _LOG_SELECT + " ORDER BY e.position LIMIT ?"
+_LOG_SQL_SCHEMAS = _LOG_SELECT + " AND r.schema_ref IN {} ORDER BY e.position LIMIT ?"
 _LOG_COLUMNS = (
     path_entries.c.record_id,
     path_entries.c.path_ref,

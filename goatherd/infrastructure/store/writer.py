@@ -86,12 +86,14 @@ def persist_group(
     sql.run_many(_UPSERT_ORDINAL, [(o, state.ordinals[o]) for o in sorted(owners)])
     if counters:
         assert state.head is not None
-        sql.run_many(
-            _UPSERT_META,
-            [
-                (META_NEXT_COMMIT, str(state.positions)),
-                (META_HEAD, meta_value(state.commits, state.head)),
-            ],
+        sql.run(
+            _UPSERT_META_PAIR,
+            (
+                META_NEXT_COMMIT,
+                str(state.positions),
+                META_HEAD,
+                meta_value(state.commits, state.head),
+            ),
         )
 
 
@@ -382,7 +384,7 @@ _INSERT_FRONTIER = (
     "through_owner_ordinal, publisher_trace_owner_id, created_by_fact_id, "
     "append_intent_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-_UPSERT_META = (
-    "INSERT INTO meta (key, value) VALUES (?, ?) "
+_UPSERT_META_PAIR = (  # both counters in one statement
+    "INSERT INTO meta (key, value) VALUES (?, ?), (?, ?) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )

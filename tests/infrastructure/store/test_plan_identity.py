@@ -9,11 +9,12 @@ one storage-JSON encoding of the whole batch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goatherd.domain import (
@@ -23,14 +24,18 @@ from goatherd.domain import (
     BatchShapeError,
     RecordDraft,
     RecordInputError,
+    RetainedContext,
+    RetainedContextDraft,
     record_digest,
     root_witness_record_id,
     sha256_hex,
 )
+from goatherd.domain.canonical import canonical_json_text
 from goatherd.infrastructure.store.authority import append_context
 from goatherd.infrastructure.store.codec import storage_json
 from goatherd.infrastructure.store.limits import DEFAULT_LIMITS
 from goatherd.infrastructure.store.plan import (
+    NormalizedDraft,
     _batch_digest_input,
     _record_id,
     _validate_group,
@@ -144,3 +149,65 @@ def test_a_draft_using_the_root_witness_schema_keeps_the_reference_error() -> No
     ((item, _),) = validate_batch(_batch({}, "kernel.witness.root.v1", "x", []))
     with pytest.raises(RecordInputError, match="empty witness sentinel"):
         _record_id(item, (), root_witness_record_id())
+
+
+refs = st.lists(texts, max_size=2).map(tuple)
+contexts = (
+    st.none()
+    | texts
+    | st.builds(
+        RetainedContextDraft,
+        active_binding_refs=refs,
+        capability_witness_refs=refs,
+        semantic_environment_refs=refs,
+        visibility_policy_refs=refs,
+        substrate_ref=texts,
+        containment=texts,
+        reuse_context_id=st.none() | texts,
+    )
+    | st.builds(RetainedContext, context_id=texts, semantic_environment_refs=refs)
+)
+drafts = st.builds(
+    RecordDraft,
+    mode=texts,
+    schema_ref=texts,
+    payload=payloads,
+    kind_label=texts,
+    append_local_id=st.none() | texts,
+    caused_by_fact_ids=ids.map(tuple),
+    caused_by_local_refs=st.lists(texts, max_size=2).map(tuple),
+)
+groups_ = st.builds(
+    AppendGroup,
+    trace_owner_id=texts,
+    retained_context=contexts,
+    causal_parents=ids.map(tuple),
+    fact_drafts=st.lists(drafts, max_size=3).map(tuple),
+)
+
+
+@settings(max_examples=60)
+@given(texts, st.lists(groups_, max_size=3).map(tuple), texts, texts)
+def test_the_directly_written_batch_digest_equals_one_whole_encoding(
+    intent: str, groups: tuple[AppendGroup, ...], actor: str, environment: str
+) -> None:
+    # Any groups, contexts (new, reused by id or by value, default) and drafts,
+    # under any actor and environment: the text written field by field is the
+    # storage JSON of the whole batch digest input.
+    context = dataclasses.replace(
+        append_context(TRUSTED_APPEND_CONTEXT),
+        actor_ref=actor,
+        schema_environment_ref=environment,
+    )
+    batch = AppendBatch(append_intent_id=intent, groups=groups)
+    normalized = tuple(
+        tuple(
+            NormalizedDraft(d, storage_json(d.payload), canonical_json_text(d.payload))
+            for d in group.fact_drafts
+        )
+        for group in groups
+    )
+    whole = _batch_digest_input(context, batch, normalized, with_payloads=True)
+    assert batch_digest(context, batch, normalized) == sha256_hex(
+        storage_json(whole, root="batch")
+    )
