@@ -2,6 +2,11 @@
 
 The only layer whose public commands return ``returns.Result``. It may import
 the domain and projections, never SQLAlchemy, HTTP or driver libraries.
+
+Each module declares its public names in ``__all__``; this package re-exports
+them all, importing a module when one of its names is first read (ADR 0081).
+A new module goes in ``_MODULES`` and in the ``TYPE_CHECKING`` imports; then
+run ``tools/gen_lazy_exports.py``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ No SQL and no ``returns`` here; views are reached through abstract interfaces
 that infrastructure implements.
 
 Each module declares its public names in ``__all__``; this package re-exports
-them all (add one import line per new module).
+them all, importing a module when one of its names is first read (ADR 0081).
+A new module goes in ``_MODULES`` and in the ``TYPE_CHECKING`` imports; then
+run ``tools/gen_lazy_exports.py``.
 """
 
 from __future__ import annotations
