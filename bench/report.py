@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 __all__ = ["Verdicts", "VerdictTap", "verdict"]
 
@@ -120,3 +120,9 @@ class VerdictTap:
     def encoding(self) -> str:
         """The encoding of the stream written through."""
         return self._out.encoding
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else (``buffer``, ``errors``...) is the wrapped stream's."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._out, name)
