@@ -40,7 +40,7 @@ from typing import Final
 from bench.report import verdict
 
 RECORDS: Final = 10_000
-ROUNDS: Final = 7
+ROUNDS: Final = 5
 CLI_TARGET_MS: Final = 300.0
 MCP_TARGET_MS: Final = 1000.0
 _BATCH: Final = 100
