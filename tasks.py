@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -128,13 +129,15 @@ def cmd_bench(args: list[str]) -> None:
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     verdicts: list[str] = []
+    summary = False  # the bench's own summary table repeats every verdict
     for line in proc.stdout:
         sys.stdout.write(line)
         sys.stdout.flush()
-        if " PASS" in line or " MISS" in line:
+        summary = summary or line.startswith("== summary")
+        if not summary and re.search(r"\b(PASS|MISS)\b", line):
             verdicts.append(line.rstrip())
     code = proc.wait()
-    misses = [v for v in verdicts if " MISS" in v]
+    misses = [v for v in verdicts if re.search(r"\bMISS\b", v)]
     print(f"tasks: bench: {len(verdicts) - len(misses)} PASS, {len(misses)} MISS")
     for line in misses:
         print(f"tasks:   MISS {line.strip()}")

@@ -15,7 +15,11 @@ Exit codes:
     130 interrupted
 
 Start-up stays light: the parser imports nothing beyond the standard
-library, and a command's module is imported only when it runs.
+library, a command's module is imported only when it runs, and that module
+imports at the top only what all of its commands need; what one command
+needs (sandboxes, git, the integrity checker) it imports itself (ADR 0081).
+``tests/cli/test_import_graph.py`` checks which modules each kind of command
+loads.
 """
 
 from __future__ import annotations

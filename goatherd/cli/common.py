@@ -24,27 +24,20 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from returns.result import Failure, Result
-from sqlalchemy.engine import make_url
 
-from goatherd.application import Sandbox, SandboxResolver, ScopeManager
-from goatherd.application.errors import GitError, SandboxError
 from goatherd.cli.parser import WORKSPACE_ENV
-from goatherd.domain.scope import scope_id_for
-from goatherd.infrastructure import (
-    Runtime,
-    new_local_git_sandbox,
-    new_worktree_sandbox,
-    open_runtime,
-)
-from goatherd.infrastructure.sandbox.gitrunner import GitRunner
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     open_trace_store,
     open_trace_store_read_only,
 )
+
+if TYPE_CHECKING:
+    from goatherd.application import Sandbox, SandboxResolver, ScopeManager
+    from goatherd.infrastructure import Runtime
 
 __all__ = [
     "open_read_only",
@@ -81,6 +74,8 @@ def _can_follow(db: str) -> bool:
     one is), the file is read as it stands.
     """
     if "://" in db:
+        from sqlalchemy.engine import make_url
+
         url = make_url(db)
         if url.get_backend_name() != "sqlite" or not url.database:
             return True
@@ -126,6 +121,8 @@ def _workspaces(specs: list[str]) -> tuple[Path | None, dict[str, Path]]:
 
 def repository_of(worktree: Path) -> Path:
     """Return the main working directory of the repository ``worktree`` is in."""
+    from goatherd.infrastructure.sandbox.gitrunner import GitRunner
+
     common = GitRunner(worktree).text(  # the safe configuration (ADR 0067)
         "rev-parse", "--path-format=absolute", "--git-common-dir"
     )
@@ -134,6 +131,8 @@ def repository_of(worktree: Path) -> Path:
 
 def recorded_roots(runtime: Runtime) -> dict[str, Path]:
     """Return each root scope's recorded git directory that exists here."""
+    from goatherd.domain.scope import scope_id_for
+
     runtime.model.refresh()
     return {
         scope_id_for(scope.owner): Path(scope.sandbox_path)
@@ -154,6 +153,12 @@ def workspace_resolver(
         specs: the ``--workspace`` values (``[SCOPE=]DIR``).
         recorded: each root's recorded git directory (:func:`recorded_roots`).
     """
+    from goatherd.application.errors import GitError, SandboxError
+    from goatherd.infrastructure.sandbox import (
+        new_local_git_sandbox,
+        new_worktree_sandbox,
+    )
+
     default, named = _workspaces(specs)
     known = dict(recorded or {})
 
@@ -183,6 +188,8 @@ def recovered(
     (else read-only); ``sandboxes`` gives a manager that re-adopts workspaces
     on demand through :func:`workspace_resolver`.
     """
+    from goatherd.infrastructure.bootstrap import open_runtime
+
     specs: list[str] = getattr(args, "workspace", [])
     if writable:
         _require_existing(args.db)

@@ -8,20 +8,18 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from goatherd.cli.common import open_read_only
 from goatherd.cli.output import ProgressBar, emit_json, short_id
 from goatherd.cli.text import clean, clean_lines, json_safe, one_line
-from goatherd.domain.log import LogEntry
-from goatherd.domain.records import Record
-from goatherd.infrastructure.inspection import (
-    TraceStats,
-    record_details,
-    resolve_record_id,
-    trace_stats,
-)
-from goatherd.infrastructure.integrity import IntegrityReport, verify_trace
-from goatherd.infrastructure.store import SqlAlchemyTraceStore
+
+if TYPE_CHECKING:
+    from goatherd.domain.log import LogEntry
+    from goatherd.domain.records import Record
+    from goatherd.infrastructure.inspection import TraceStats
+    from goatherd.infrastructure.integrity import IntegrityReport
+    from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
 __all__ = ["cmd_log", "cmd_show", "cmd_stats", "cmd_verify"]
 
@@ -148,6 +146,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one record in full."""
+    from goatherd.infrastructure.inspection import record_details, resolve_record_id
+
     with open_read_only(args.db) as store:
         details = record_details(store, resolve_record_id(store, args.record_id))
     if args.json:
@@ -205,6 +205,8 @@ def stats_lines(stats: TraceStats) -> list[str]:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print what the trace holds."""
+    from goatherd.infrastructure.inspection import trace_stats
+
     with open_read_only(args.db) as store:
         stats = trace_stats(store)
     if args.json:
@@ -217,6 +219,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute and cross-check everything; exit 1 naming the first bad row."""
+    from goatherd.infrastructure.integrity import verify_trace
+
     bar = ProgressBar()
     with open_read_only(args.db) as store:
         report = verify_trace(

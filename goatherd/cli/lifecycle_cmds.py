@@ -16,16 +16,11 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from returns.result import Failure
 
-from goatherd.application import (
-    NoSandboxError,
-    SandboxSpec,
-    Scope,
-    ScopeManager,
-)
+from goatherd.application.errors import NoSandboxError
 from goatherd.cli.common import recovered, repository_of, unwrap
 from goatherd.cli.exits import CommandError
 from goatherd.cli.output import emit_json
@@ -36,8 +31,11 @@ from goatherd.cli.recover_cmd import (
     scope_json,
 )
 from goatherd.cli.text import clean
-from goatherd.domain import SettleEffectLandedError, SettlementAction, WorkspaceState
-from goatherd.infrastructure import GitSandbox, Runtime, new_worktree_sandbox
+
+if TYPE_CHECKING:
+    from goatherd.application import Scope, ScopeManager
+    from goatherd.domain import WorkspaceState
+    from goatherd.infrastructure import GitSandbox, Runtime
 
 __all__ = [
     "cmd_checkout",
@@ -104,6 +102,8 @@ def _scope(manager: ScopeManager, scope_id: str) -> Scope:
 
 def _repository(scope: Scope | None) -> Path:
     """Return a git repository that holds the objects of ``scope``'s states."""
+    from goatherd.infrastructure.sandbox import GitSandbox
+
     target = scope.id if scope is not None else "it"
     while scope is not None:
         sandbox = scope.sandbox
@@ -118,6 +118,9 @@ def _repository(scope: Scope | None) -> Path:
 @contextmanager
 def _scratch(repository: Path) -> Iterator[GitSandbox]:
     """Yield a throwaway worktree of ``repository`` to materialize states in."""
+    from goatherd.application.ports import SandboxSpec
+    from goatherd.infrastructure.sandbox import new_worktree_sandbox
+
     with tempfile.TemporaryDirectory(prefix="goatherd-checkout-") as tmp:
         sandbox = new_worktree_sandbox(repository, Path(tmp) / "tree")
         sandbox.create(SandboxSpec())
@@ -267,6 +270,9 @@ def cmd_checkout(args: argparse.Namespace) -> int:
 
 def cmd_settle(args: argparse.Namespace) -> int:
     """Settle an output with one of the four actions, exactly once."""
+    from goatherd.domain.runtime_errors import SettleEffectLandedError
+    from goatherd.domain.settlement import SettlementAction
+
     with recovered(args, writable=True, sandboxes=True) as (_, manager, _store):
         if manager.output(args.output) is None:
             raise CommandError(f"unknown output {args.output!r}")

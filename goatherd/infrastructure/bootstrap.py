@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 from returns.result import Result
 
@@ -41,15 +42,15 @@ from goatherd.application import (
 )
 from goatherd.domain.effects import EffectEvent
 from goatherd.infrastructure.blobs import SqlBlobStore
-from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.sandbox import new_worktree_sandbox
-from goatherd.infrastructure.sandbox.gitstate import GIT_BACKEND
 from goatherd.infrastructure.store import (
     EffectPublisher,
     SqlAlchemyTraceStore,
     open_trace_store,
     open_trace_store_read_only,
 )
+
+if TYPE_CHECKING:
+    from goatherd.infrastructure.bus import EffectBus
 
 __all__ = [
     "EffectTap",
@@ -60,6 +61,10 @@ __all__ = [
     "runtime_model_for",
     "scope_manager_for",
 ]
+
+_GIT_BACKEND: Final = "git"
+"""``gitstate.GIT_BACKEND``, spelled here: importing the sandbox package loads
+every backend, which a command that only reads the trace never needs."""
 
 EffectTap = Callable[[EffectEvent], None]
 """Called synchronously in the appending thread after each published event."""
@@ -87,7 +92,7 @@ def recorded_worktree(scope_id: str, backend: str, path: str) -> Sandbox | None:
     left alone.
     """
     del scope_id
-    if backend != GIT_BACKEND or not path or not os.path.isabs(path):
+    if backend != _GIT_BACKEND or not path or not os.path.isabs(path):
         return None
     pointer = Path(path, ".git")
     try:
@@ -107,6 +112,8 @@ def recorded_worktree(scope_id: str, backend: str, path: str) -> Sandbox | None:
         return None
     if os.path.realpath(back) != os.path.realpath(pointer):
         return None
+    from goatherd.infrastructure.sandbox import new_worktree_sandbox
+
     return new_worktree_sandbox(entry.parent.parent.parent, path)
 
 
@@ -264,6 +271,8 @@ def open_runtime(
         store = open_trace_store_read_only(db_url_or_path)
         return Runtime(store, None)
     store = open_trace_store(db_url_or_path)
+    from goatherd.infrastructure.bus import EffectBus
+
     effect_bus = EffectBus() if bus else None
     publisher: EffectPublisher | None = effect_bus
     if tap is not None:

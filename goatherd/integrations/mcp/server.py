@@ -10,22 +10,70 @@ field, before anything runs or is recorded. :func:`serve` runs it over stdio
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import json
 import socket
 import sys
+import types
 from collections.abc import Callable
 from typing import Annotated, Any, Final
 
-import anyio
-from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp_types import CallToolResult, ContentBlock, TextContent
-from pydantic import Field, ValidationError
 
-from goatherd.integrations.mcp.errors import ToolRefusedError
-from goatherd.integrations.mcp.tools import ToolReply, WorkspaceTools
+class _DeferredPackage(types.ModuleType):
+    """The SDK's ``mcp`` package before its ``__init__`` has run.
+
+    The package's ``__init__`` re-exports the client (``Client``,
+    ``ClientSession``, ``stdio_client``...), so importing any server module
+    through it loads the whole client side too. Standing in for it, this
+    module lets ``mcp.server...`` and ``mcp.shared...`` load from the
+    package's directory alone; the first read of a name of the package itself
+    (``from mcp import Client`` in the same process) runs the real
+    ``__init__`` in this module, after which it is the package as usual.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        spec = self.__spec__
+        if name.startswith("__") or spec is None or spec.loader is None:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        if self.__dict__.get("_goatherd_deferred", True):
+            self._goatherd_deferred = False
+            spec.loader.exec_module(self)
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise AttributeError(
+                f"module {self.__name__!r} has no attribute {name!r}"
+            ) from None
+
+
+def _server_side_only() -> None:
+    """Let the server modules import without the SDK's client (ADR 0081)."""
+    if "mcp" in sys.modules:
+        return
+    spec = importlib.util.find_spec("mcp")
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return  # not installed: the import below says so
+    package = _DeferredPackage("mcp")
+    package.__spec__ = spec
+    package.__loader__ = spec.loader
+    package.__file__ = spec.origin
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__package__ = "mcp"
+    sys.modules["mcp"] = package
+
+
+_server_side_only()
+
+import anyio  # noqa: E402
+from mcp.server import MCPServer  # noqa: E402
+from mcp.server.mcpserver import Context  # noqa: E402
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError  # noqa: E402
+from mcp_types import CallToolResult, ContentBlock, TextContent  # noqa: E402
+from pydantic import Field, ValidationError  # noqa: E402
+
+from goatherd.integrations.mcp.errors import ToolRefusedError  # noqa: E402
+from goatherd.integrations.mcp.tools import ToolReply, WorkspaceTools  # noqa: E402
 
 __all__ = ["INSTRUCTIONS", "build_server", "require_loopback", "serve", "serve_http"]
 
