@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
+from goatherd.domain.arguments import string_tuple
 from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
@@ -104,6 +105,10 @@ class ExecRequest:
     stdin: bytes = b""
     output_limit: int | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse a bare string where the arguments' collection is expected."""
+        object.__setattr__(self, "args", string_tuple(self.args, "ExecRequest args"))
+
 
 @dataclass(frozen=True, slots=True)
 class ExecResult:
@@ -134,6 +139,7 @@ class NetworkMode(enum.StrEnum):
     DENY = "deny"
 
 
+@runtime_checkable
 class Sandbox(Protocol):
     """The workspace a scope forks, snapshots, restores, diffs and executes in.
 
@@ -224,6 +230,7 @@ class Addressed(Protocol):
         ...
 
 
+@runtime_checkable
 class ContainmentBackend(Protocol):
     """An OS mechanism that launches a command confined to writable roots.
 

@@ -8,6 +8,7 @@ them all (add one import line per new module).
 """
 
 from goatherd.domain import (
+    arguments,
     canonical,
     checkpoint,
     contexts,
@@ -29,6 +30,7 @@ from goatherd.domain import (
     supervision,
     workspace,
 )
+from goatherd.domain.arguments import *
 from goatherd.domain.canonical import *
 from goatherd.domain.checkpoint import *
 from goatherd.domain.contexts import *
@@ -51,6 +53,7 @@ from goatherd.domain.supervision import *
 from goatherd.domain.workspace import *
 
 __all__ = []
+__all__ += arguments.__all__
 __all__ += canonical.__all__
 __all__ += checkpoint.__all__
 __all__ += contexts.__all__

@@ -412,7 +412,10 @@ class Environments:
         worktree = self._settings.worktrees / env_id
         sandbox = self.sandbox_for(worktree)
         sandbox.create(SandboxSpec())
-        forked = self.manager.fork_isolated(self.root_scope_id, owner, None, sandbox)
+        # clean: the baseline is applied below, once the fork is known to hold.
+        forked = self.manager.fork_isolated(
+            self.root_scope_id, owner, None, sandbox, clean=True
+        )
         if isinstance(forked, Failure):
             sandbox.destroy()
             shutil.rmtree(Path(f"{worktree}.tmp"), ignore_errors=True)
