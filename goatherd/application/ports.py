@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
-from goatherd.domain.arguments import string_tuple
 from goatherd.domain.workspace import WorkspaceState
 
 __all__ = [
@@ -95,6 +94,9 @@ class ExecRequest:
         output_limit: keep at most this many bytes of each of stdout and
             stderr, the first half and the last half; the bytes between are
             read and counted, never held (``None``: keep everything).
+        inherit_env: start from the calling process's environment (``True``,
+            the default) or from nothing but ``env`` and the spec's (``False``:
+            no API key or token of the caller reaches the command).
     """
 
     command: str
@@ -104,10 +106,7 @@ class ExecRequest:
     timeout: float | None = None
     stdin: bytes = b""
     output_limit: int | None = None
-
-    def __post_init__(self) -> None:
-        """Refuse a bare string where the arguments' collection is expected."""
-        object.__setattr__(self, "args", string_tuple(self.args, "ExecRequest args"))
+    inherit_env: bool = True
 
 
 @dataclass(frozen=True, slots=True)

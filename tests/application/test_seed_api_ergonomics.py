@@ -30,7 +30,7 @@ from goatherd import (
     RecordDraft,
     ScopeManager,
 )
-from goatherd.application import EchoSubstrate, ExecRequest, Sandbox
+from goatherd.application import EchoSubstrate, Sandbox
 from goatherd.domain import DestructivePathReviewer
 from goatherd.infrastructure.bootstrap import scope_manager_for
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
@@ -209,9 +209,6 @@ def test_echo_substrate_refuses_the_seeds_bare_string() -> None:
 
 
 def test_other_collections_of_names_refuse_a_bare_string() -> None:
-    with pytest.raises(TypeError, match="ExecRequest args"):
-        ExecRequest("ls", "-la")  # type: ignore[arg-type]
-    assert ExecRequest("ls", ["-la"]).args == ("-la",)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="DestructivePathReviewer patterns"):
         DestructivePathReviewer("*.pem")  # type: ignore[arg-type]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from goatherd.integrations.mcp.environments import (
     Environments,
     McpSettings,
     Observation,
+    command_environment,
     unwrap,
 )
 from goatherd.integrations.mcp.errors import (
@@ -438,29 +440,27 @@ class WorkspaceTools:
     def _run(self, env: Environment, command: str, cwd: str, timeout: float) -> _Done:
         sandbox = self.environments.sandbox_of(env)
         watch = HaltWatch(self._store, env.owner)
+        base = command_environment(env.tmp, self._settings.pass_env, os.environ)
+        (env.tmp / "home").mkdir(parents=True, exist_ok=True)
         request = ExecRequest(
             "/bin/sh",
             ("-c", command),
             cwd=cwd,
             env={
-                "TMPDIR": str(env.tmp),
+                **base,
                 "GOATHERD_ENVIRONMENT": env.env_id,
                 "PYTHONDONTWRITEBYTECODE": "1",
                 MARKER: watch.token,
             },
             timeout=timeout,
             output_limit=self._settings.output_limit,
+            inherit_env=False,
         )
         try:
             with watch:
                 result = sandbox.exec(request)
-        except ExecTimeoutError:
-            message = (
-                f"the command outran its {timeout:g} s timeout; every process it"
-                " started was killed"
-            )
-            record = {"timed_out": True, "error": message}
-            return _Done(message, {"timed_out": True}, record, False, True)
+        except ExecTimeoutError as error:
+            return _timed_out(error, timeout, self._settings.output_limit)
         except InvalidExecRequestError as error:
             raise ToolInputError(str(error)) from None
         except SandboxError as error:
@@ -754,6 +754,34 @@ def _halted_run() -> _Done:
     return _Done(
         message, {"halted": True}, {"halted": True, "error": message}, False, True
     )
+
+
+def _timed_out(error: ExecTimeoutError, timeout: float, limit: int) -> _Done:
+    """The reply to a killed command: what it printed before the kill, and why."""
+    message = (
+        f"the command outran its {timeout:g} s timeout; every process it"
+        " started was killed"
+    )
+    stdout = _decoded(error.stdout, error.stdout_dropped, limit)
+    stderr = _decoded(error.stderr, error.stderr_dropped, limit)
+    text = message
+    if stdout:
+        text += f"\n--- stdout before the kill ---\n{stdout}"
+    if stderr:
+        text += f"\n--- stderr before the kill ---\n{stderr}"
+    dropped = {
+        "stdout_dropped_bytes": error.stdout_dropped,
+        "stderr_dropped_bytes": error.stderr_dropped,
+    }
+    data = {"timed_out": True, "stdout": stdout, "stderr": stderr, **dropped}
+    record = {
+        "timed_out": True,
+        "error": message,
+        "stdout": bounded_text(stdout),
+        "stderr": bounded_text(stderr),
+        **dropped,
+    }
+    return _Done(text, data, record, False, True)
 
 
 def _ran(result: ExecResult, limit: int) -> _Done:
