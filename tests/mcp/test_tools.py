@@ -122,6 +122,28 @@ def test_every_call_is_a_declaration_then_a_capture_on_the_environment_path(
     assert (last_run.payload["success"], last_run.payload["exit_code"]) == (True, 0)
 
 
+def test_propose_on_an_unchanged_worktree_returns_the_standing_proposal(
+    make_tools: ToolsFactory,
+) -> None:
+    tools = make_tools()
+    env = _open(tools)
+    tools.edit_file(env, "calc.py", "a - b", "a + b")
+    first = tools.propose(env, "add adds")
+    again = tools.propose(env, "add adds, really")
+    assert not again.is_error
+    assert again.data["output_id"] == first.data["output_id"]
+    assert again.data["unchanged"] is True
+    assert "nothing changed since" in again.text
+    scope = tools.environments.owner_of(env)
+    manager = tools.environments.manager
+    assert len(manager.outputs_for_scope("scope:" + scope)) == 1
+    tools.write_file(env, "NOTES.md", "more\n")
+    third = tools.propose(env)
+    assert third.data["output_id"] != first.data["output_id"]
+    assert third.data["unchanged"] is False
+    assert len(manager.outputs_for_scope("scope:" + scope)) == 2
+
+
 def test_a_destructive_command_is_denied_recorded_and_never_runs(
     make_tools: ToolsFactory,
 ) -> None:

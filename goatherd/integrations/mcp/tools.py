@@ -35,6 +35,7 @@ from goatherd.application import (
     ExecResult,
     ExecTimeoutError,
     InvalidExecRequestError,
+    RetainedOutput,
     SandboxError,
     Supervisor,
 )
@@ -42,6 +43,7 @@ from goatherd.domain import (
     GoatherdError,
     Intervention,
     InterventionType,
+    OutputState,
     ScopeClaimedError,
     SupervisedEvent,
     SupervisionRule,
@@ -662,6 +664,9 @@ class WorkspaceTools:
 
         def body(env: Environment) -> _Done:
             manager = self.environments.manager
+            standing = self._unchanged_proposal(env)
+            if standing is not None:
+                return self._proposed(standing, again=True)
             proposal = unwrap(manager.propose_merge(env.scope_id, 1))
             _proposable(proposal.paths)
             self._fired.rule = ""
@@ -671,17 +676,42 @@ class WorkspaceTools:
                     f"the supervisor denied the proposal (rule {self._fired.rule}):"
                     f" {verdict.payload}"
                 )
-            out = unwrap(manager.seal(env.scope_id))
-            changes = [dict(change) for change in out.changes()]
-            settle = f"goatherd settle {out.id} select --db {self._settings.db}"
-            data = {"output_id": out.id, "changes": changes, "settle": settle}
-            text = (
-                f"proposed as {out.id} ({len(changes)} changed path(s)); a human"
-                f" settles it, e.g. `{settle}`. You may keep working and propose again."
-            )
-            return _Done(text, data, {"output_id": out.id, "changes": changes[:500]})
+            return self._proposed(unwrap(manager.seal(env.scope_id)), again=False)
 
         return self._call(environment_id, "propose", args, body)
+
+    def _unchanged_proposal(self, env: Environment) -> RetainedOutput | None:
+        """The environment's latest unsettled output, if the worktree still holds it."""
+        outputs = self.environments.manager.outputs_for_scope(env.scope_id)
+        if not outputs or outputs[-1].state is not OutputState.UNCONSUMED:
+            return None
+        latest = outputs[-1]
+        current = self.environments.sandbox_of(env).capture()
+        return latest if current.digest() == latest.workspace().digest() else None
+
+    def _proposed(self, out: RetainedOutput, *, again: bool) -> _Done:
+        changes = [dict(change) for change in out.changes()]
+        settle = f"goatherd settle {out.id} select --db {self._settings.db}"
+        data = {
+            "output_id": out.id,
+            "changes": changes,
+            "settle": settle,
+            "unchanged": again,
+        }
+        if again:
+            text = (
+                f"nothing changed since {out.id} was proposed; it stands"
+                f" ({len(changes)} changed path(s)), e.g. `{settle}`"
+            )
+        else:
+            text = (
+                f"proposed as {out.id} ({len(changes)} changed path(s)); a human"
+                f" settles it, e.g. `{settle}`. You may keep working and propose"
+                " again; a human settles one proposal of an environment, and the"
+                " others then can no longer be selected or applied."
+            )
+        record = {"output_id": out.id, "changes": changes[:500], "unchanged": again}
+        return _Done(text, data, record)
 
     # ------------------------------------------------------------ resources
 
