@@ -143,6 +143,7 @@ NAMES: Final[dict[str, str]] = {
     "blob_digest": "runtime",
     "checkpoint_intent": "runtime",
     "claim_intent": "runtime",
+    "command": "failures",
     "delivery_of": "substrates",
     "execution_batch": "executions",
     "fork_intent": "runtime",

@@ -192,7 +192,34 @@ class ContainmentUnavailableError(ContainmentError):
 
 
 class ExecTimeoutError(SandboxError, TimeoutError):
-    """Raised when a sandboxed command outran its timeout; it was killed."""
+    """Raised when a sandboxed command outran its timeout; it was killed.
+
+    Attributes:
+        stdout: what the command wrote to standard output before it was
+            killed (bounded as ``ExecRequest.output_limit`` says).
+        stderr: the same for standard error.
+        stdout_dropped: bytes of standard output read but not kept.
+        stderr_dropped: the same for standard error.
+        duration: seconds from the start to the kill.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stdout: bytes = b"",
+        stderr: bytes = b"",
+        stdout_dropped: int = 0,
+        stderr_dropped: int = 0,
+        duration: float = 0.0,
+    ) -> None:
+        """Keep the message and the output read before the kill."""
+        super().__init__(message)
+        self.stdout = stdout
+        self.stderr = stderr
+        self.stdout_dropped = stdout_dropped
+        self.stderr_dropped = stderr_dropped
+        self.duration = duration
 
 
 class InvalidExecRequestError(SandboxError, ValueError):

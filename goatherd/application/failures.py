@@ -11,7 +11,11 @@ The ``*_FAILURES`` tuples are what the command catches
 
 from __future__ import annotations
 
-from typing import Final, TypeAlias
+import inspect
+from collections.abc import Callable
+from typing import Final, ParamSpec, TypeAlias, TypeVar
+
+from returns.result import Result, safe
 
 from goatherd.application.errors import SandboxError
 from goatherd.domain import (
@@ -69,7 +73,12 @@ __all__ = [
     "SettleFailure",
     "WORKSPACE_FAILURES",
     "WorkspaceFailure",
+    "command",
 ]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_E = TypeVar("_E", bound=Exception)
 
 RuntimeFailure: TypeAlias = RuntimeRuleError | SandboxError | TraceStoreError
 """Any runtime command's expected failure (the union of the unions below)."""
@@ -306,3 +315,29 @@ SETTLE_FAILURES: Final[tuple[type[SettleFailure], ...]] = (
     SandboxError,
     *_RACES,
 )
+
+
+def command(
+    exceptions: tuple[type[_E], ...], failure: str
+) -> Callable[[Callable[_P, _T]], Callable[_P, Result[_T, _E]]]:
+    """Make a command return ``Result[value, failure]`` for ``exceptions``.
+
+    ``returns.result.safe`` does the catching; this also gives the wrapper a
+    signature whose return annotation is the ``Result`` (``failure`` names
+    the union above), so ``help()`` and ``inspect.signature`` show what the
+    command really returns instead of the wrapped function's own annotation.
+    """
+
+    def decorate(func: Callable[_P, _T]) -> Callable[_P, Result[_T, _E]]:
+        wrapped = safe(exceptions=exceptions)(func)
+        signature = inspect.signature(func)
+        value = signature.return_annotation
+        name = value if isinstance(value, str) else getattr(value, "__name__", value)
+        shown = f"Result[{name}, {failure}]"
+        wrapped.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=shown
+        )
+        wrapped.__annotations__ = {**func.__annotations__, "return": shown}
+        return wrapped
+
+    return decorate

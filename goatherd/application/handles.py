@@ -288,15 +288,31 @@ class Scope:
         sandbox: Sandbox,
         *,
         seq: int | None = None,
+        clean: bool = False,
     ) -> Result[Scope, ForkFailure]:
-        """Fork a child that owns ``sandbox`` (created and populated by the caller)."""
+        """Fork a child that owns ``sandbox`` (created by the caller).
+
+        As the seed's ForkIsolated: the child's sandbox is then reset to this
+        scope's workspace at the fork; ``clean=True`` leaves it as the caller
+        made it (see :meth:`ScopeManager.fork_isolated`).
+        """
         self._ensure()
-        forked = self._fork(child_owner, sandbox, seq)
+        forked = self._fork(child_owner, sandbox, seq, populate=not clean)
         return forked.map(lambda owner: self._remember_fork(owner, snapshot))
 
     @safe(exceptions=FORK_FAILURES)
-    def _fork(self, child: str, sandbox: Sandbox | None, seq: int | None) -> str:
-        return scopes.fork(self._ctx, self.id, child, sandbox, seq)
+    def _fork(
+        self,
+        child: str,
+        sandbox: Sandbox | None,
+        seq: int | None,
+        *,
+        populate: bool = False,
+    ) -> str:
+        owner = scopes.fork(self._ctx, self.id, child, sandbox, seq)
+        if populate:
+            workspace.populate_fork(self._ctx, owner)
+        return owner
 
     def _remember_fork(self, owner: str, snapshot: object) -> Scope:
         self._ctx.fork_values[owner] = snapshot

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from returns.result import Result, safe
+from returns.result import Result
 
 from goatherd.application.commands import checkpoints as cp_cmd
 from goatherd.application.commands import merge_gate, outputs, scopes, workspace
@@ -43,6 +43,7 @@ from goatherd.application.failures import (
     LifecycleFailure,
     RestoreFailure,
     SealFailure,
+    command,
 )
 from goatherd.application.handles import RetainedOutput, Scope
 from goatherd.application.ports import Sandbox
@@ -62,7 +63,19 @@ class ScopeManager:
     """Scopes, checkpoints, the merge gate and settlement over one trace."""
 
     def __init__(self, context: RuntimeContext) -> None:
-        """Run the commands with ``context`` (built by the composition root)."""
+        """Run the commands with ``context`` (built by the composition root).
+
+        Raises:
+            TypeError: ``context`` is not a :class:`RuntimeContext` (a trace
+                store, say); the message names the entry point to use.
+        """
+        if not isinstance(context, RuntimeContext):
+            raise TypeError(
+                "ScopeManager takes the runtime's RuntimeContext, not"
+                f" {type(context).__name__}; over a trace store use"
+                " goatherd.scope_manager_for(store), or goatherd.open_runtime(path)"
+                " for the whole runtime"
+            )
         self._ctx = context
 
     @property
@@ -112,7 +125,7 @@ class ScopeManager:
         """Record a root scope for ``owner`` (``sandbox`` is used, not owned)."""
         return self._create(owner, sandbox).map(lambda o: Scope(self._ctx, o))
 
-    @safe(exceptions=CREATE_FAILURES)
+    @command(CREATE_FAILURES, "CreateFailure")
     def _create(self, owner: str, sandbox: Sandbox | None) -> str:
         return scopes.create_root(self._ctx, owner, sandbox)
 
@@ -135,9 +148,18 @@ class ScopeManager:
         sandbox: Sandbox,
         *,
         seq: int | None = None,
+        clean: bool = False,
     ) -> Result[Scope, ForkFailure]:
-        """Fork a child that owns ``sandbox`` (created and populated by the caller)."""
-        return self._fork(parent_id, child_owner, snapshot, sandbox, seq)
+        """Fork a child that owns ``sandbox`` (created by the caller).
+
+        As the seed's ForkIsolated: the child's sandbox is then reset to the
+        parent's workspace at the fork (uncommitted changes included; a
+        recorded ``workspace.applied``). ``clean=True`` leaves it as the
+        caller made it (a fresh worktree stands at ``HEAD``). A failure of
+        that reset is returned; the child exists, and a retry with the same
+        ``seq`` populates it.
+        """
+        return self._fork(parent_id, child_owner, snapshot, sandbox, seq, not clean)
 
     def _fork(
         self,
@@ -146,15 +168,24 @@ class ScopeManager:
         snapshot: object,
         sandbox: Sandbox | None,
         seq: int | None,
+        populate: bool = False,
     ) -> Result[Scope, ForkFailure]:
-        forked = self._do_fork(parent_id, child_owner, sandbox, seq)
+        forked = self._do_fork(parent_id, child_owner, sandbox, seq, populate)
         return forked.map(lambda owner: self._remember_fork(owner, snapshot))
 
-    @safe(exceptions=FORK_FAILURES)
+    @command(FORK_FAILURES, "ForkFailure")
     def _do_fork(
-        self, parent_id: str, child_owner: str, sandbox: Sandbox | None, seq: int | None
+        self,
+        parent_id: str,
+        child_owner: str,
+        sandbox: Sandbox | None,
+        seq: int | None,
+        populate: bool,
     ) -> str:
-        return scopes.fork(self._ctx, parent_id, child_owner, sandbox, seq)
+        owner = scopes.fork(self._ctx, parent_id, child_owner, sandbox, seq)
+        if populate:
+            workspace.populate_fork(self._ctx, owner)
+        return owner
 
     def _remember_fork(self, owner: str, snapshot: object) -> Scope:
         self._ctx.fork_values[owner] = snapshot
@@ -172,14 +203,14 @@ class ScopeManager:
         """Discard the child (destroys an owned sandbox)."""
         return self._by_child(child_id, "discard", seq)
 
-    @safe(exceptions=LIFECYCLE_FAILURES)
+    @command(LIFECYCLE_FAILURES, "LifecycleFailure")
     def _by_child(self, child_id: str, verb: str, seq: int | None) -> None:
         self._ctx.refresh()
         child = self._ctx.known(child_id)
         parent = scopes.parent_of(child)
         scopes.merge_or_discard(self._ctx, parent, child.owner, verb, seq)
 
-    @safe(exceptions=LIFECYCLE_FAILURES)
+    @command(LIFECYCLE_FAILURES, "LifecycleFailure")
     def merge_or_discard(
         self, parent_id: str, child_id: str, verb: str, *, seq: int | None = None
     ) -> None:
@@ -188,17 +219,17 @@ class ScopeManager:
             self._ctx, owner_of_scope(parent_id), owner_of_scope(child_id), verb, seq
         )
 
-    @safe(exceptions=HALT_FAILURES)
+    @command(HALT_FAILURES, "HaltFailure")
     def halt(self, scope_id: str, *, seq: int | None = None) -> None:
         """Halt a scope: record ``supervisor.halt``; it ends ``discarded``."""
         scopes.halt(self._ctx, scope_id, seq)
 
-    @safe(exceptions=FACT_FAILURES)
+    @command(FACT_FAILURES, "FactFailure")
     def inject(self, scope_id: str, guidance: str, *, seq: int | None = None) -> str:
         """Record guidance on an active scope; return the record id."""
         return scopes.inject(self._ctx, scope_id, guidance, seq)
 
-    @safe(exceptions=FACT_FAILURES)
+    @command(FACT_FAILURES, "FactFailure")
     def append_fact(
         self,
         scope_id: str,
@@ -213,7 +244,7 @@ class ScopeManager:
             self._ctx, scope_id, schema_ref, kind_label, payload, seq
         )
 
-    @safe(exceptions=FACT_FAILURES)
+    @command(FACT_FAILURES, "FactFailure")
     def record_run_completed(
         self, scope_id: str, payload: Mapping[str, Any], *, seq: int | None = None
     ) -> str:
@@ -224,24 +255,24 @@ class ScopeManager:
         """Record merged and discarded scopes as pruned; return how many."""
         return scopes.prune_terminal(self._ctx)
 
-    @safe(exceptions=HALT_FAILURES)
+    @command(HALT_FAILURES, "HaltFailure")
     def destroy_scope_sandbox(self, scope_id: str) -> None:
         """Tear down an OWNED sandbox without changing the lifecycle state."""
         scopes.destroy_owned_sandbox(self._ctx, self._ctx.known(scope_id).owner)
 
     # ------------------------------------------------------------ workspace
 
-    @safe(exceptions=WORKSPACE_FAILURES)
+    @command(WORKSPACE_FAILURES, "WorkspaceFailure")
     def capture_workspace(self, scope_id: str) -> WorkspaceState:
         """Capture the scope's workspace (recorded, advisory)."""
         return workspace.capture_workspace(self._ctx, scope_id)
 
-    @safe(exceptions=WORKSPACE_FAILURES)
+    @command(WORKSPACE_FAILURES, "WorkspaceFailure")
     def apply_workspace(self, scope_id: str, state: WorkspaceState) -> None:
         """Reset the scope's workspace to ``state`` (recorded, advisory)."""
         workspace.apply_workspace(self._ctx, scope_id, state)
 
-    @safe(exceptions=WORKSPACE_FAILURES)
+    @command(WORKSPACE_FAILURES, "WorkspaceFailure")
     def diff_workspace(
         self, scope_id: str, state: WorkspaceState, max_lines: int = 0
     ) -> tuple[str, list[str]]:
@@ -257,7 +288,7 @@ class ScopeManager:
         created = self._create_checkpoint(scope_id, snapshot, seq)
         return created.map(self._checkpoint_value)
 
-    @safe(exceptions=CHECKPOINT_FAILURES)
+    @command(CHECKPOINT_FAILURES, "CheckpointFailure")
     def _create_checkpoint(
         self, scope_id: str, snapshot: bytes, seq: int | None
     ) -> str:
@@ -293,7 +324,7 @@ class ScopeManager:
         """
         return self._restore(checkpoint_id, self._ctx.next_seq(seq), seq)
 
-    @safe(exceptions=RESTORE_FAILURES)
+    @command(RESTORE_FAILURES, "RestoreFailure")
     def _restore(self, checkpoint_id: str, attempt: int, retry: int | None) -> bytes:
         return cp_cmd.restore_checkpoint(self._ctx, checkpoint_id, attempt, retry)
 
@@ -307,19 +338,19 @@ class ScopeManager:
 
     # ------------------------------------------------------------ merge gate
 
-    @safe(exceptions=PROPOSE_FAILURES)
+    @command(PROPOSE_FAILURES, "ProposeFailure")
     def propose_merge(self, child_id: str, max_diff_lines: int = 0) -> MergeProposal:
         """Diff the child against its fork baseline (a query; records nothing)."""
         return merge_gate.propose_merge(self._ctx, child_id, max_diff_lines)
 
-    @safe(exceptions=RECORD_FAILURES)
+    @command(RECORD_FAILURES, "RecordFailure")
     def record_merge_proposal(
         self, proposal: MergeProposal, *, seq: int | None = None
     ) -> str:
         """Record the proposal on the child's path; return its record id."""
         return merge_gate.record_merge_proposal(self._ctx, proposal, seq)
 
-    @safe(exceptions=RECORD_FAILURES)
+    @command(RECORD_FAILURES, "RecordFailure")
     def record_merge_decision(
         self,
         proposal: MergeProposal,
@@ -343,7 +374,7 @@ class ScopeManager:
         """Freeze the scope's workspace as an output (the scope stays active)."""
         return self._seal(scope_id, seq).map(lambda oid: RetainedOutput(self._ctx, oid))
 
-    @safe(exceptions=SEAL_FAILURES)
+    @command(SEAL_FAILURES, "SealFailure")
     def _seal(self, scope_id: str, seq: int | None) -> str:
         return outputs.seal(self._ctx, scope_id, seq)
 
@@ -364,7 +395,7 @@ class ScopeManager:
         )
         return [RetainedOutput(self._ctx, oid) for _, oid in mine]
 
-    @safe(exceptions=SETTLE_FAILURES)
+    @command(SETTLE_FAILURES, "SettleFailure")
     def settle(self, output_id: str, action: str, *, seq: int | None = None) -> None:
         """Consume the output exactly once with ``action``."""
         outputs.settle(self._ctx, output_id, action, seq)

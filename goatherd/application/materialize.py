@@ -45,7 +45,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from returns.result import Failure, Result, Success
 
@@ -59,6 +59,7 @@ from goatherd.application.substrates import (
 from goatherd.domain import (
     CAPTURE,
     DECLARATION,
+    MAX_OWNER_ORDINAL,
     AppendBatch,
     AppendGroup,
     AppendIntentConflictError,
@@ -148,6 +149,7 @@ MaterializeFailure: TypeAlias = (
 """Why a materialization was refused (conflicts included); nothing changed."""
 
 
+@runtime_checkable
 class MaterializationStore(Protocol):
     """The part of the trace store the orchestrator uses."""
 
@@ -174,7 +176,7 @@ class MaterializationStore(Protocol):
         self,
         context: ReadContext | OperationContext,
         owner: str,
-        through: int,
+        through: int = MAX_OWNER_ORDINAL,
         mode_filter: str = "both",
     ) -> TraceSlice:
         """Read an owner path through an ordinal."""

@@ -94,6 +94,9 @@ class ExecRequest:
         output_limit: keep at most this many bytes of each of stdout and
             stderr, the first half and the last half; the bytes between are
             read and counted, never held (``None``: keep everything).
+        inherit_env: start from the calling process's environment (``True``,
+            the default) or from nothing but ``env`` and the spec's (``False``:
+            no API key or token of the caller reaches the command).
     """
 
     command: str
@@ -103,6 +106,7 @@ class ExecRequest:
     timeout: float | None = None
     stdin: bytes = b""
     output_limit: int | None = None
+    inherit_env: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ class NetworkMode(enum.StrEnum):
     DENY = "deny"
 
 
+@runtime_checkable
 class Sandbox(Protocol):
     """The workspace a scope forks, snapshots, restores, diffs and executes in.
 
@@ -224,6 +229,7 @@ class Addressed(Protocol):
         ...
 
 
+@runtime_checkable
 class ContainmentBackend(Protocol):
     """An OS mechanism that launches a command confined to writable roots.
 

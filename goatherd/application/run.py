@@ -239,7 +239,11 @@ class _Runner:
             return _Attempt(child, isolated=False)
         _require_diff(sandbox)
         sandbox.create(SandboxSpec())
-        forked = self._manager.fork_isolated(self._parent_id, owner, None, sandbox)
+        # clean: _prepare populates it inside the run's guard, which discards
+        # the child when that fails.
+        forked = self._manager.fork_isolated(
+            self._parent_id, owner, None, sandbox, clean=True
+        )
         if isinstance(forked, Failure):
             with contextlib.suppress(SandboxError, OSError):
                 sandbox.destroy()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Protocol, TypeAlias
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from goatherd.application.failures import RuntimeFailure
 from goatherd.application.handles import RetainedOutput, Scope
@@ -59,6 +59,7 @@ Chooser: TypeAlias = Callable[[Sequence[RetainedOutput]], RetainedOutput | None]
 """Picks the winner among sealed outputs (attempt order); ``None`` picks none."""
 
 
+@runtime_checkable
 class MergeSupervisor(Protocol):
     """The supervisor's merge gate (``Supervisor.review_merge``)."""
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Protocol, TypeAlias
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from goatherd.domain import (
     AppendBatch,
@@ -64,6 +64,7 @@ def blob_digest(data: bytes) -> str:
     return BLOB_DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
 
 
+@runtime_checkable
 class RuntimeTrace(Protocol):
     """The part of the kernel store the runtime uses."""
 
@@ -119,6 +120,7 @@ class RuntimeTrace(Protocol):
         ...
 
 
+@runtime_checkable
 class BlobStore(Protocol):
     """Bytes addressed by their digest, each kept while a holder holds it."""
 

@@ -35,6 +35,7 @@ from goatherd.domain import (
     Record,
     RecordDraft,
 )
+from goatherd.domain.arguments import string_tuple
 
 __all__ = [
     "DeliveryAwareSubstrate",
@@ -210,9 +211,16 @@ class EchoSubstrate:
         declaration_schemas: Iterable[str],
         containment: str = DEFAULT_CONTAINMENT,
     ) -> None:
-        """Accept ``declaration_schemas`` under ``substrate_ref``."""
+        """Accept ``declaration_schemas`` under ``substrate_ref``.
+
+        Raises:
+            TypeError: ``declaration_schemas`` is a bare string (one schema:
+                pass ``("schema.v1",)``) or holds a non-string.
+        """
         self._ref = substrate_ref
-        self._schemas = frozenset(declaration_schemas)
+        self._schemas = frozenset(
+            string_tuple(declaration_schemas, "EchoSubstrate declaration_schemas")
+        )
         self._containment = containment
 
     @property

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from returns.result import Failure, Result, Success
 
@@ -78,6 +78,7 @@ SupervisorFailure = ScopeNotFoundError | GoatherdError
 """Why ``inject``/``halt`` did nothing: an unknown scope, or the scope refused."""
 
 
+@runtime_checkable
 class EffectSource(Protocol):
     """The bus as the supervisor sees it: subscriptions iterate until closed."""
 
@@ -90,6 +91,7 @@ class EffectSource(Protocol):
         ...
 
 
+@runtime_checkable
 class SupervisedScope(Protocol):
     """The scope operations a supervisor triggers (each records itself)."""
 
@@ -102,6 +104,7 @@ class SupervisedScope(Protocol):
         ...
 
 
+@runtime_checkable
 class ScopeDirectory(Protocol):
     """Looks scopes up by id (the scope manager)."""
 
@@ -110,6 +113,7 @@ class ScopeDirectory(Protocol):
         ...
 
 
+@runtime_checkable
 class InterventionRecorder(Protocol):
     """The part of the trace store that records interventions.
 

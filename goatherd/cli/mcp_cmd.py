@@ -136,6 +136,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         network=NetworkMode(args.network),
         accept_gaps=frozenset(args.accept_gap),
         default_timeout=args.timeout,
+        pass_env=tuple(args.pass_env),
     )
     tap: Any = _crash_tap(args.crash_after)
     runtime = open_runtime(db, bus=False, tap=tap)

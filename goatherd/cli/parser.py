@@ -542,6 +542,14 @@ def _mcp(sub: Subparsers[argparse.ArgumentParser]) -> None:
         help="accept a Landlock guarantee an old kernel lacks (truncate, signals)",
     )
     mcp.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also give commands this variable of the server's environment"
+        " (repeatable; by default they get PATH, LANG, LC_*, TERM and TZ only)",
+    )
+    mcp.add_argument(
         "--timeout",
         type=float,
         default=120.0,

@@ -17,6 +17,7 @@ from goatherd.domain._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from goatherd.domain import (
+        arguments,
         canonical,
         checkpoint,
         contexts,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         supervision,
         workspace,
     )
+    from goatherd.domain.arguments import *
     from goatherd.domain.canonical import *
     from goatherd.domain.checkpoint import *
     from goatherd.domain.contexts import *
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from goatherd.domain.workspace import *
 
     __all__ = []
+    __all__ += arguments.__all__
     __all__ += canonical.__all__
     __all__ += checkpoint.__all__
     __all__ += contexts.__all__
@@ -82,6 +85,7 @@ if TYPE_CHECKING:
     __all__ += workspace.__all__
 
 _MODULES = (
+    "arguments",
     "canonical",
     "checkpoint",
     "contexts",

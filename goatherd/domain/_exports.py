@@ -271,6 +271,7 @@ NAMES: Final[dict[str, str]] = {
     "seq_of_sequenced_id": "checkpoint",
     "sha256_hex": "canonical",
     "storage_digest": "canonical",
+    "string_tuple": "arguments",
     "stuck_detection_rule": "supervision",
     "terminal_state_for": "settlement",
     "upcast_git_checkpoint": "events",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
+from goatherd.domain.arguments import string_tuple
 from goatherd.domain.canonical import canonical_digest
 from goatherd.domain.runtime_errors import RuntimeRuleError
 
@@ -275,6 +276,11 @@ class DestructivePathReviewer:
     """
 
     patterns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Refuse a bare string where the patterns' collection is expected."""
+        patterns = string_tuple(self.patterns, "DestructivePathReviewer patterns")
+        object.__setattr__(self, "patterns", patterns)
 
     def __call__(self, proposal: MergeProposal) -> str | None:
         """Return the first denial reason, or ``None`` to approve."""

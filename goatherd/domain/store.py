@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from goatherd.domain.contexts import AppendContext, OperationContext, ReadContext
 from goatherd.domain.log import CheckpointBlob, LogEntry
+from goatherd.domain.materialization import MAX_OWNER_ORDINAL
 from goatherd.domain.records import (
     AppendBatch,
     AppendReceipt,
@@ -66,10 +67,10 @@ class TraceStore(Protocol):
         self,
         context: ReadAuthority,
         owner: str,
-        through: int,
+        through: int = MAX_OWNER_ORDINAL,
         mode_filter: str = "both",
     ) -> TraceSlice:
-        """Read an owner path's entries with ordinal <= ``through``."""
+        """Read an owner path's entries with ordinal <= ``through`` (default: all)."""
         ...
 
     def read_causal_closure(

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 from sqlalchemy import (
     BigInteger,
@@ -41,6 +41,7 @@ from sqlalchemy import (
     update,
 )
 
+from goatherd.domain.errors import GoatherdError
 from goatherd.domain.log import LogEntry
 from goatherd.infrastructure.bus import EffectBus, SubscriptionClosedError
 from goatherd.infrastructure.projection_views import (
@@ -86,10 +87,11 @@ def tracking_table(metadata: MetaData | None = None) -> Table:
 _TRACKING: Final = tracking_table()
 
 
-class UnknownProjectionError(KeyError):
+class UnknownProjectionError(GoatherdError, KeyError):
     """Raised when a runner is asked about a projection it does not run."""
 
 
+@runtime_checkable
 class LogSource(Protocol):
     """The part of the trace store a runner reads."""
 

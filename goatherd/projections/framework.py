@@ -18,7 +18,7 @@ Pure: no SQL here; the runner lives in ``goatherd.infrastructure``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import ClassVar, Final, Generic, Protocol, TypeVar
+from typing import ClassVar, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 from goatherd.domain.log import LogEntry
 
@@ -39,6 +39,7 @@ Handler = Callable[..., None]
 _F = TypeVar("_F", bound=Handler)
 
 
+@runtime_checkable
 class View(Protocol):
     """The storage of one read model, bound to the runner's current transaction."""
 

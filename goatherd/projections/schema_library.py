@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from goatherd.domain.events import (
     ExecutionCompleted,
@@ -126,6 +126,7 @@ def ensure_projection_compatible(slice_: TraceSlice, spec: ProjectionSpec) -> No
         )
 
 
+@runtime_checkable
 class SchemaLibrary(Protocol):
     """A named set of schema refs and the projections that read them."""
 

@@ -97,6 +97,43 @@ def test_tools_publish_schemas_with_their_required_fields(
     }
 
 
+def _bounded(name: str, field: str, spec: dict[str, Any]) -> list[str]:
+    """Return what is unbounded or undescribed about one argument's schema."""
+    options = spec.get("anyOf", [spec])
+    problems = [] if spec.get("description") else [f"{name}.{field}: no description"]
+    for option in options:
+        kind = option.get("type")
+        if kind == "string" and "maxLength" not in option:
+            problems.append(f"{name}.{field}: no maxLength")
+        if kind in ("integer", "number"):
+            if "maximum" not in option and "exclusiveMaximum" not in option:
+                problems.append(f"{name}.{field}: no maximum")
+            if "minimum" not in option and "exclusiveMinimum" not in option:
+                problems.append(f"{name}.{field}: no minimum")
+    return problems
+
+
+def test_every_tool_argument_is_bounded_and_described(
+    project: Path, tmp_path: Path
+) -> None:
+    async def main() -> dict[str, Any]:
+        params = server_parameters(project, str(tmp_path / "t.sqlite"), tmp_path / "w")
+        async with agent(params) as me:
+            listed = await me.client.list_tools()
+            return {tool.name: tool.input_schema for tool in listed.tools}
+
+    schemas = anyio.run(main)
+    problems = [
+        problem
+        for name, schema in schemas.items()
+        for field, spec in schema.get("properties", {}).items()
+        for problem in _bounded(name, field, spec)
+    ]
+    assert problems == []
+    timeout = schemas["run"]["properties"]["timeout_seconds"]["anyOf"][0]
+    assert timeout["maximum"] == 3600
+
+
 def test_bad_arguments_are_one_line_errors_that_change_nothing(
     project: Path, tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ cannot act changes nothing in the worktree.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -119,6 +120,28 @@ def test_every_call_is_a_declaration_then_a_capture_on_the_environment_path(
     last_run = results[6].record
     assert last_run.envelope.mode == CAPTURE
     assert (last_run.payload["success"], last_run.payload["exit_code"]) == (True, 0)
+
+
+def test_propose_on_an_unchanged_worktree_returns_the_standing_proposal(
+    make_tools: ToolsFactory,
+) -> None:
+    tools = make_tools()
+    env = _open(tools)
+    tools.edit_file(env, "calc.py", "a - b", "a + b")
+    first = tools.propose(env, "add adds")
+    again = tools.propose(env, "add adds, really")
+    assert not again.is_error
+    assert again.data["output_id"] == first.data["output_id"]
+    assert again.data["unchanged"] is True
+    assert "nothing changed since" in again.text
+    scope = tools.environments.owner_of(env)
+    manager = tools.environments.manager
+    assert len(manager.outputs_for_scope("scope:" + scope)) == 1
+    tools.write_file(env, "NOTES.md", "more\n")
+    third = tools.propose(env)
+    assert third.data["output_id"] != first.data["output_id"]
+    assert third.data["unchanged"] is False
+    assert len(manager.outputs_for_scope("scope:" + scope)) == 2
 
 
 def test_a_destructive_command_is_denied_recorded_and_never_runs(
@@ -311,6 +334,48 @@ def test_a_command_that_outruns_its_timeout_is_killed_and_recorded(
     assert "timeout" in reply.text
     _, results = _calls_and_results(tools, _owner(tools, env))
     assert results[-1].record.payload["timed_out"] is True
+
+
+def test_a_timed_out_command_returns_what_it_printed_before_the_kill(
+    make_tools: ToolsFactory,
+) -> None:
+    tools = make_tools()
+    env = _open(tools)
+    reply = tools.run(
+        env, "echo started; echo warming up >&2; sleep 30", timeout_seconds=1.5
+    )
+    assert reply.is_error
+    assert reply.data["timed_out"] is True
+    assert reply.data["stdout"] == "started\n"
+    assert reply.data["stderr"] == "warming up\n"
+    assert "--- stdout before the kill ---\nstarted" in reply.text
+    _, results = _calls_and_results(tools, _owner(tools, env))
+    assert results[-1].record.payload["stdout"] == "started\n"
+
+
+def test_commands_start_from_a_minimal_environment_with_a_writable_home(
+    make_tools: ToolsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-agents")
+    monkeypatch.setenv("PROJECT_FLAG", "passed on purpose")
+    tools = make_tools(pass_env=("PROJECT_FLAG",))
+    env = _open(tools)
+    reply = tools.run(
+        env,
+        'echo "key=${OPENAI_API_KEY:-none}"; echo "flag=$PROJECT_FLAG";'
+        ' echo "home=$HOME"; touch "$HOME/.probe" && echo home-writable;'
+        ' mkdir -p "$XDG_CACHE_HOME/pip" && echo cache-writable; echo "path=$PATH"',
+    )
+    assert not reply.is_error, reply.text
+    out = str(reply.data["stdout"])
+    assert "key=none" in out
+    assert "flag=passed on purpose" in out
+    assert "home-writable" in out
+    assert "cache-writable" in out
+    home = next(li for li in out.splitlines() if li.startswith("home="))[5:]
+    assert home.endswith(".tmp/home")
+    assert home != os.environ.get("HOME")
+    assert "path=" + os.environ["PATH"] in out
 
 
 def test_commands_write_only_their_worktree_and_tmp(

@@ -20,7 +20,7 @@ from goatherd.domain import (
     WorkspaceState,
 )
 
-__all__ = ["apply_workspace", "capture_workspace", "diff_workspace"]
+__all__ = ["apply_workspace", "capture_workspace", "diff_workspace", "populate_fork"]
 
 
 def _active_sandbox(
@@ -81,6 +81,23 @@ def apply_workspace(ctx: RuntimeContext, scope_id: str, state: WorkspaceState) -
             backend=state.backend, revision=state.revision, state_digest=state.digest()
         )
         _advisory(ctx, owner, event)
+
+
+def populate_fork(ctx: RuntimeContext, owner: str) -> None:
+    """Reset an isolated child's own sandbox to its fork baseline (recorded).
+
+    The seed's ForkIsolated: create the child's workspace, then apply the
+    parent's state captured at the fork, uncommitted changes included. A
+    child whose parent had no sandbox has no baseline and is left as it is.
+    Repeating it is harmless (a reset to the same state).
+
+    Raises:
+        The errors of :func:`apply_workspace`.
+    """
+    ctx.refresh()
+    scope = ctx.model.scope(owner)
+    if scope.baseline is not None:
+        apply_workspace(ctx, scope.scope_id, scope.baseline)
 
 
 def diff_workspace(

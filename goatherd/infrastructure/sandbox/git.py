@@ -455,6 +455,7 @@ class GitSandbox:
             timeout,
             request.stdin,
             request.output_limit,
+            request.inherit_env,
         )
         roots = (str(top), *self._extra_roots)
         return backend.run(confined, writable_roots=roots, cwd=str(cwd))

@@ -241,7 +241,7 @@ class LandlockBackend:
         limit = checked_output_limit(request.output_limit)
         config = {
             "argv": argv,
-            "env": {**os.environ, **env},
+            "env": {**(os.environ if request.inherit_env else {}), **env},
             "cwd": _directory(cwd, "working directory"),
             "writable": self._roots(writable_roots),
             "deny_network": self.network is NetworkMode.DENY,

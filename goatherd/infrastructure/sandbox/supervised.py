@@ -185,9 +185,16 @@ def run_supervised(
         pumped = io.pump(started + timeout)
         if pumped is Pumped.DEADLINE:
             _stop(process, pipes, tree, io)
+            out, err = io.output()
+            dropped_out, dropped_err = io.dropped()
             raise ExecTimeoutError(
                 f"landlock: {command} outran its {timeout:g}s timeout; "
-                "its whole process tree was killed"
+                "its whole process tree was killed",
+                stdout=out,
+                stderr=err,
+                stdout_dropped=dropped_out,
+                stderr_dropped=dropped_err,
+                duration=time.monotonic() - started,
             )
         if pumped is Pumped.ORPHANED:  # the launcher was killed from outside
             tree.kill()

@@ -23,7 +23,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, inspect, select
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
@@ -104,8 +104,10 @@ def sqlite_engine(
         _install_text_guard(engine)
         return engine
     _classify_sqlite_file(path)
+    # URL.create keeps the path as it is: a "?" or "#" in a file name is part
+    # of the name, where a parsed "sqlite:///..." string would cut it there.
     engine = create_engine(
-        "sqlite:///" + path,
+        URL.create("sqlite", database=path),
         connect_args={"check_same_thread": False, "timeout": timeout_ms / 1000},
         pool_size=8,
         max_overflow=16,

@@ -39,6 +39,7 @@ from goatherd.domain.errors import (
     UnknownFactError,
 )
 from goatherd.domain.log import CheckpointBlob, LogEntry
+from goatherd.domain.materialization import MAX_OWNER_ORDINAL
 from goatherd.domain.records import (
     CLOSURE_POLICIES,
     AppendBatch,
@@ -735,10 +736,10 @@ class SqlAlchemyTraceStore:
         self,
         context: ReadAuthority,
         owner: str,
-        through: int,
+        through: int = MAX_OWNER_ORDINAL,
         mode_filter: str = "both",
     ) -> TraceSlice:
-        """Read an owner path's entries with ordinal <= ``through`` (anchors on)."""
+        """Read an owner path's entries with ordinal <= ``through`` (default: all)."""
         operation = read_context(context)
         check_mode_filter(mode_filter)
         check_text(owner, "owner")

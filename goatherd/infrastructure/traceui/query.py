@@ -24,6 +24,7 @@ from typing import Final
 from sqlalchemy import Connection, and_, func, or_, select
 
 from goatherd.domain.contexts import TRUSTED_READ_CONTEXT
+from goatherd.domain.errors import GoatherdError
 from goatherd.domain.records import WITNESS_OWNER, ModeFilter, Record
 from goatherd.domain.store import TraceStore
 from goatherd.infrastructure.projection_views import record_key, ui_index_table
@@ -54,7 +55,7 @@ _PARAMS: Final = ("path", "through", "mode", "after", "limit")
 _TABLE: Final = ui_index_table()
 
 
-class QueryError(ValueError):
+class QueryError(GoatherdError, ValueError):
     """A query parameter is invalid; the message names it and what was wrong."""
 
 

@@ -34,6 +34,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEXT
+from goatherd.domain.errors import GoatherdError
 from goatherd.domain.records import (
     CAPTURE,
     DECLARATION,
@@ -84,7 +85,7 @@ _PAGE: Final = 1000
 _HIDDEN_PER_RECORD: Final = 500
 
 
-class CheckpointConfigError(ValueError):
+class CheckpointConfigError(GoatherdError, ValueError):
     """A LangGraph config lacks a field the saver needs, or has the wrong type."""
 
 

@@ -14,6 +14,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from goatherd.domain.errors import GoatherdError
 from goatherd.domain.records import Record
 from goatherd.domain.store import ReadAuthority, TraceStore
 from goatherd.integrations.langgraph.index import SCHEMA_VALUE, TraceIndex
@@ -69,7 +70,7 @@ def load_list(serde: SerializerProtocol, items: Sequence[Blob]) -> list[Any]:
     return [serde.loads_typed((i.type, i.data)) for i in items]
 
 
-class MissingValueError(LookupError):
+class MissingValueError(GoatherdError, LookupError):
     """A checkpoint or write names a value record the trace does not hold."""
 
 

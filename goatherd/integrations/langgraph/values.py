@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from goatherd.domain.errors import GoatherdError
+
 __all__ = [
     "Blob",
     "DEFAULT_LIMITS",
@@ -43,7 +45,7 @@ _PART_TAG: Final = b"goatherd.langgraph.part\x00"
 _LIST_TAG: Final = "goatherd.langgraph.list"
 
 
-class MalformedValueError(ValueError):
+class MalformedValueError(GoatherdError, ValueError):
     """A value record does not have the shape or digest this saver writes."""
 
 

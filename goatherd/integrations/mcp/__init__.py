@@ -11,6 +11,7 @@ restores it, and proposes it as an output a human settles with the
 from __future__ import annotations
 
 from goatherd.integrations.mcp.environments import (
+    COMMAND_ENV_ALLOWLIST,
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_TIMEOUT,
     MAX_TIMEOUT,
@@ -47,6 +48,7 @@ from goatherd.integrations.mcp.server import (
 from goatherd.integrations.mcp.tools import ToolReply, WorkspaceTools
 
 __all__ = [
+    "COMMAND_ENV_ALLOWLIST",
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_TIMEOUT",
     "DESTRUCTIVE_COMMAND_RULE",

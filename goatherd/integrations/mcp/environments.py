@@ -65,6 +65,7 @@ from goatherd.integrations.mcp.recording import (
 )
 
 __all__ = [
+    "COMMAND_ENV_ALLOWLIST",
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_TIMEOUT",
     "Environment",
@@ -75,6 +76,7 @@ __all__ = [
     "Observation",
     "ROOT_PREFIX",
     "TMP_MARKER",
+    "command_environment",
     "root_owner_for",
     "unwrap",
 ]
@@ -84,6 +86,17 @@ DEFAULT_TIMEOUT: Final = 120.0
 MAX_TIMEOUT: Final = 3600.0
 DEFAULT_OUTPUT_LIMIT: Final = 32 * 1024
 TMP_MARKER: Final = ".goatherd-mcp-tmp"
+COMMAND_ENV_ALLOWLIST: Final = (
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "PATH",
+    "TERM",
+    "TZ",
+)
+"""The server's environment variables every command gets (when set)."""
+_DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 _ENV_ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _INTERRUPTED: Final = "the server stopped before this call finished"
 T = TypeVar("T")
@@ -123,6 +136,9 @@ class McpSettings:
         max_timeout: the longest timeout a call may ask for.
         output_limit: bytes of each output stream returned (head and tail).
         rules: the supervisor's rules (``None``: ``policy.default_rules()``).
+        pass_env: names of the server's environment variables commands also
+            get (beyond :data:`COMMAND_ENV_ALLOWLIST`); nothing else of the
+            server's environment reaches a command.
     """
 
     repo: Path
@@ -134,6 +150,34 @@ class McpSettings:
     max_timeout: float = MAX_TIMEOUT
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     rules: tuple[SupervisionRule, ...] | None = None
+    pass_env: tuple[str, ...] = ()
+
+
+def command_environment(
+    tmp: Path, pass_env: tuple[str, ...], server_env: Mapping[str, str]
+) -> dict[str, str]:
+    """Return the minimal environment a command starts from.
+
+    The allowlisted variables and ``pass_env`` are copied from
+    ``server_env``; ``HOME`` and the caches point inside the environment's
+    private ``tmp`` directory (writable, removed with the environment), so
+    ``pip``, ``npm`` and the like work without reaching the server's home.
+    """
+    env = {
+        name: server_env[name]
+        for name in (*COMMAND_ENV_ALLOWLIST, *pass_env)
+        if name in server_env
+    }
+    env.setdefault("PATH", _DEFAULT_PATH)
+    home = tmp / "home"
+    env.update(
+        HOME=str(home),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        TMPDIR=str(tmp),
+    )
+    return env
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,7 +456,10 @@ class Environments:
         worktree = self._settings.worktrees / env_id
         sandbox = self.sandbox_for(worktree)
         sandbox.create(SandboxSpec())
-        forked = self.manager.fork_isolated(self.root_scope_id, owner, None, sandbox)
+        # clean: the baseline is applied below, once the fork is known to hold.
+        forked = self.manager.fork_isolated(
+            self.root_scope_id, owner, None, sandbox, clean=True
+        )
         if isinstance(forked, Failure):
             sandbox.destroy()
             shutil.rmtree(Path(f"{worktree}.tmp"), ignore_errors=True)

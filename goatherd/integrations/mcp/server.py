@@ -72,8 +72,13 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError  # noqa: E4
 from mcp_types import CallToolResult, ContentBlock, TextContent  # noqa: E402
 from pydantic import Field, ValidationError  # noqa: E402
 
+from goatherd.integrations.mcp.environments import MAX_TIMEOUT  # noqa: E402
 from goatherd.integrations.mcp.errors import ToolRefusedError  # noqa: E402
-from goatherd.integrations.mcp.tools import ToolReply, WorkspaceTools  # noqa: E402
+from goatherd.integrations.mcp.tools import (  # noqa: E402
+    MAX_ARGUMENT_BYTES,
+    ToolReply,
+    WorkspaceTools,
+)
 
 __all__ = ["INSTRUCTIONS", "build_server", "require_loopback", "serve", "serve_http"]
 
@@ -170,7 +175,10 @@ def build_server(tools: WorkspaceTools, *, version: str = "") -> MCPServer[Any]:
 
 
 EnvId = Annotated[str, Field(description=_ENV_ID, max_length=256)]
-Path = Annotated[str, Field(description="a path relative to the worktree root")]
+Path = Annotated[
+    str, Field(description="a path relative to the worktree root", max_length=4096)
+]
+Text = Annotated[str, Field(max_length=MAX_ARGUMENT_BYTES)]
 
 
 def _environment_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
@@ -205,11 +213,20 @@ def _environment_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
             str, Field(description="a shell command (/bin/sh -c)", max_length=65536)
         ],
         cwd: Annotated[
-            str, Field(description="working directory relative to the worktree")
+            str,
+            Field(
+                description="working directory relative to the worktree",
+                max_length=4096,
+            ),
         ] = "",
         timeout_seconds: Annotated[
             float | None,
-            Field(description="kill the command after this many seconds", gt=0),
+            Field(
+                description="kill the command after this many seconds"
+                " (default: the server's, usually 120)",
+                gt=0,
+                le=MAX_TIMEOUT,
+            ),
         ] = None,
     ) -> CallToolResult:
         """Run a shell command in the worktree, confined (it writes there and $TMPDIR).
@@ -225,8 +242,12 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     def read_file(
         environment_id: EnvId,
         path: Path,
-        start_line: Annotated[int, Field(description="first line (1-based)")] = 1,
-        max_lines: Annotated[int, Field(description="how many lines")] = 2000,
+        start_line: Annotated[
+            int, Field(description="first line (1-based)", ge=1, le=2**31)
+        ] = 1,
+        max_lines: Annotated[
+            int, Field(description="how many lines at most", ge=1, le=100_000)
+        ] = 2000,
     ) -> CallToolResult:
         """Read lines of a text file in the worktree."""
         return _safe(
@@ -237,7 +258,9 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     def write_file(
         environment_id: EnvId,
         path: Path,
-        content: Annotated[str, Field(description="the whole new content (UTF-8)")],
+        content: Annotated[
+            Text, Field(description="the whole new content (UTF-8, at most 4 MiB)")
+        ],
     ) -> CallToolResult:
         """Create or replace a file in the worktree (parent directories are made)."""
         return _safe(lambda: tools.write_file(environment_id, path, content))
@@ -246,8 +269,8 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     def edit_file(
         environment_id: EnvId,
         path: Path,
-        old_text: Annotated[str, Field(description="exact text to replace")],
-        new_text: Annotated[str, Field(description="its replacement")],
+        old_text: Annotated[Text, Field(description="exact text to replace")],
+        new_text: Annotated[Text, Field(description="its replacement")],
         replace_all: Annotated[
             bool, Field(description="replace every occurrence, not exactly one")
         ] = False,
@@ -262,8 +285,16 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     @server.tool()
     def list_files(
         environment_id: EnvId,
-        path: Annotated[str, Field(description="a directory ('' is the root)")] = "",
-        recursive: bool = False,
+        path: Annotated[
+            str, Field(description="a directory ('' is the root)", max_length=4096)
+        ] = "",
+        recursive: Annotated[
+            bool,
+            Field(
+                description="also list every subdirectory's entries"
+                " (at most 2,000 entries in all)"
+            ),
+        ] = False,
     ) -> CallToolResult:
         """List a directory of the worktree (.git left out)."""
         return _safe(lambda: tools.list_files(environment_id, path, recursive))
@@ -274,7 +305,7 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     def checkpoint(
         environment_id: EnvId,
         conversation: Annotated[
-            str,
+            Text,
             Field(description="a snapshot of your conversation, returned by restore"),
         ] = "",
         label: Annotated[str, Field(description="a note", max_length=1024)] = "",
@@ -295,7 +326,9 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     @server.tool()
     def diff(
         environment_id: EnvId,
-        max_lines: Annotated[int, Field(description="cut the diff after this")] = 2000,
+        max_lines: Annotated[
+            int, Field(description="cut the diff after this", ge=1, le=100_000)
+        ] = 2000,
     ) -> CallToolResult:
         """Show the worktree's changes against its base (a unified diff)."""
         return _safe(lambda: tools.diff(environment_id, max_lines))
@@ -303,7 +336,9 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     @server.tool()
     def propose(
         environment_id: EnvId,
-        summary: Annotated[str, Field(description="what you changed and why")] = "",
+        summary: Annotated[
+            str, Field(description="what you changed and why", max_length=65536)
+        ] = "",
     ) -> CallToolResult:
         """Seal the worktree's changes as an output for a human to settle."""
         return _safe(lambda: tools.propose(environment_id, summary))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from goatherd.application import (
     ExecResult,
     ExecTimeoutError,
     InvalidExecRequestError,
+    RetainedOutput,
     SandboxError,
     Supervisor,
 )
@@ -41,6 +43,7 @@ from goatherd.domain import (
     GoatherdError,
     Intervention,
     InterventionType,
+    OutputState,
     ScopeClaimedError,
     SupervisedEvent,
     SupervisionRule,
@@ -52,6 +55,7 @@ from goatherd.integrations.mcp.environments import (
     Environments,
     McpSettings,
     Observation,
+    command_environment,
     unwrap,
 )
 from goatherd.integrations.mcp.errors import (
@@ -438,29 +442,27 @@ class WorkspaceTools:
     def _run(self, env: Environment, command: str, cwd: str, timeout: float) -> _Done:
         sandbox = self.environments.sandbox_of(env)
         watch = HaltWatch(self._store, env.owner)
+        base = command_environment(env.tmp, self._settings.pass_env, os.environ)
+        (env.tmp / "home").mkdir(parents=True, exist_ok=True)
         request = ExecRequest(
             "/bin/sh",
             ("-c", command),
             cwd=cwd,
             env={
-                "TMPDIR": str(env.tmp),
+                **base,
                 "GOATHERD_ENVIRONMENT": env.env_id,
                 "PYTHONDONTWRITEBYTECODE": "1",
                 MARKER: watch.token,
             },
             timeout=timeout,
             output_limit=self._settings.output_limit,
+            inherit_env=False,
         )
         try:
             with watch:
                 result = sandbox.exec(request)
-        except ExecTimeoutError:
-            message = (
-                f"the command outran its {timeout:g} s timeout; every process it"
-                " started was killed"
-            )
-            record = {"timed_out": True, "error": message}
-            return _Done(message, {"timed_out": True}, record, False, True)
+        except ExecTimeoutError as error:
+            return _timed_out(error, timeout, self._settings.output_limit)
         except InvalidExecRequestError as error:
             raise ToolInputError(str(error)) from None
         except SandboxError as error:
@@ -662,6 +664,9 @@ class WorkspaceTools:
 
         def body(env: Environment) -> _Done:
             manager = self.environments.manager
+            standing = self._unchanged_proposal(env)
+            if standing is not None:
+                return self._proposed(standing, again=True)
             proposal = unwrap(manager.propose_merge(env.scope_id, 1))
             _proposable(proposal.paths)
             self._fired.rule = ""
@@ -671,17 +676,42 @@ class WorkspaceTools:
                     f"the supervisor denied the proposal (rule {self._fired.rule}):"
                     f" {verdict.payload}"
                 )
-            out = unwrap(manager.seal(env.scope_id))
-            changes = [dict(change) for change in out.changes()]
-            settle = f"goatherd settle {out.id} select --db {self._settings.db}"
-            data = {"output_id": out.id, "changes": changes, "settle": settle}
-            text = (
-                f"proposed as {out.id} ({len(changes)} changed path(s)); a human"
-                f" settles it, e.g. `{settle}`. You may keep working and propose again."
-            )
-            return _Done(text, data, {"output_id": out.id, "changes": changes[:500]})
+            return self._proposed(unwrap(manager.seal(env.scope_id)), again=False)
 
         return self._call(environment_id, "propose", args, body)
+
+    def _unchanged_proposal(self, env: Environment) -> RetainedOutput | None:
+        """The environment's latest unsettled output, if the worktree still holds it."""
+        outputs = self.environments.manager.outputs_for_scope(env.scope_id)
+        if not outputs or outputs[-1].state is not OutputState.UNCONSUMED:
+            return None
+        latest = outputs[-1]
+        current = self.environments.sandbox_of(env).capture()
+        return latest if current.digest() == latest.workspace().digest() else None
+
+    def _proposed(self, out: RetainedOutput, *, again: bool) -> _Done:
+        changes = [dict(change) for change in out.changes()]
+        settle = f"goatherd settle {out.id} select --db {self._settings.db}"
+        data = {
+            "output_id": out.id,
+            "changes": changes,
+            "settle": settle,
+            "unchanged": again,
+        }
+        if again:
+            text = (
+                f"nothing changed since {out.id} was proposed; it stands"
+                f" ({len(changes)} changed path(s)), e.g. `{settle}`"
+            )
+        else:
+            text = (
+                f"proposed as {out.id} ({len(changes)} changed path(s)); a human"
+                f" settles it, e.g. `{settle}`. You may keep working and propose"
+                " again; a human settles one proposal of an environment, and the"
+                " others then can no longer be selected or applied."
+            )
+        record = {"output_id": out.id, "changes": changes[:500], "unchanged": again}
+        return _Done(text, data, record)
 
     # ------------------------------------------------------------ resources
 
@@ -754,6 +784,34 @@ def _halted_run() -> _Done:
     return _Done(
         message, {"halted": True}, {"halted": True, "error": message}, False, True
     )
+
+
+def _timed_out(error: ExecTimeoutError, timeout: float, limit: int) -> _Done:
+    """The reply to a killed command: what it printed before the kill, and why."""
+    message = (
+        f"the command outran its {timeout:g} s timeout; every process it"
+        " started was killed"
+    )
+    stdout = _decoded(error.stdout, error.stdout_dropped, limit)
+    stderr = _decoded(error.stderr, error.stderr_dropped, limit)
+    text = message
+    if stdout:
+        text += f"\n--- stdout before the kill ---\n{stdout}"
+    if stderr:
+        text += f"\n--- stderr before the kill ---\n{stderr}"
+    dropped = {
+        "stdout_dropped_bytes": error.stdout_dropped,
+        "stderr_dropped_bytes": error.stderr_dropped,
+    }
+    data = {"timed_out": True, "stdout": stdout, "stderr": stderr, **dropped}
+    record = {
+        "timed_out": True,
+        "error": message,
+        "stdout": bounded_text(stdout),
+        "stderr": bounded_text(stderr),
+        **dropped,
+    }
+    return _Done(text, data, record, False, True)
 
 
 def _ran(result: ExecResult, limit: int) -> _Done:
