@@ -23,6 +23,7 @@ from goatherd.domain import (
     CheckpointState,
     EffectLandedError,
     RestoreEffectLandedError,
+    ScopeClaimedError,
     TraceStoreError,
 )
 from goatherd.infrastructure.integrity import verify_trace
@@ -135,6 +136,12 @@ def test_a_restore_killed_between_its_reset_and_its_record_is_finished_by_the_cl
         model.refresh()
         assert model.checkpoint(cp).claimed_by == "5"
         assert restored_records(store, cp) == 0
+        halted = manager(store, repo).halt("scope:" + owner)  # refused, naming
+        assert isinstance(halted, Failure)  # the command that finishes the claim
+        refused_halt = halted.failure()
+        assert isinstance(refused_halt, ScopeClaimedError)
+        assert refused_halt.finish == f"goatherd restore {cp} --resume 5"
+        assert (refused_halt.kind, refused_halt.seq) == ("checkpoint", 5)
     refused = goatherd(forks, "restore", cp, "--db", trace)  # a fresh attempt
     assert refused.returncode != 0
     assert "claimed" in refused.stderr
