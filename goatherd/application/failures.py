@@ -35,6 +35,7 @@ from goatherd.domain import (
     RecordDecodeError,
     RecordInputError,
     ReservedSchemaError,
+    RestoreEffectLandedError,
     RootScopeError,
     RuntimeRuleError,
     ScopeExistsError,
@@ -158,11 +159,14 @@ RestoreFailure: TypeAlias = (
     | CheckpointNotRestorableError
     | WorkspaceBusyError
     | BlobIntegrityError
+    | RestoreEffectLandedError
     | SandboxError
     | _Race
 )
 """``restore_checkpoint``: unknown, used, invalid, claimed by another attempt,
-unverifiable bytes, a busy workspace, a failed apply (which burns it)."""
+unverifiable bytes, a busy workspace, a failed apply (which burns it), a
+reset that landed without its record (``RestoreEffectLandedError``: finish it
+under its ``seq``)."""
 
 ProposeFailure: TypeAlias = (
     ScopeNotFoundError
@@ -274,6 +278,7 @@ RESTORE_FAILURES: Final[tuple[type[RestoreFailure], ...]] = (
     CheckpointNotRestorableError,
     WorkspaceBusyError,
     BlobIntegrityError,
+    RestoreEffectLandedError,
     SandboxError,
     *_RACES,
 )

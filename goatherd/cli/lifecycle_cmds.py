@@ -34,7 +34,7 @@ from goatherd.cli.text import clean
 
 if TYPE_CHECKING:
     from goatherd.application import Scope, ScopeManager
-    from goatherd.domain import WorkspaceState
+    from goatherd.domain import SnapshotReleasedError, WorkspaceState
     from goatherd.infrastructure import GitSandbox, Runtime
 
 __all__ = [
@@ -314,14 +314,60 @@ def cmd_discard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _restored_already(
+    args: argparse.Namespace, scope_id: str, released: SnapshotReleasedError
+) -> int:
+    """Report a resumed restore that committed already (its snapshot is gone)."""
+    if args.json:
+        emit_json(
+            {
+                "checkpoint": args.checkpoint,
+                "scope": scope_id,
+                "already": True,
+                "snapshot_digest": released.digest,
+            }
+        )
+    else:
+        print(
+            clean(
+                f"restored {args.checkpoint} onto {scope_id} already (attempt"
+                f" {args.resume}); its snapshot {released.digest} was released"
+            )
+        )
+    return 0
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
-    """Restore a checkpoint onto its scope's workspace (single use)."""
+    """Restore a checkpoint onto its scope's workspace (single use).
+
+    ``--resume SEQ`` is the attempt that claimed it: it re-applies the
+    recorded state and records the restore once, or returns the recorded
+    outcome when that attempt's restore committed already.
+    """
+    from goatherd.domain.runtime_errors import (
+        RestoreEffectLandedError,
+        SnapshotReleasedError,
+    )
+
     with recovered(args, writable=True, sandboxes=True) as (_, manager, _store):
         checkpoint = manager.checkpoint(args.checkpoint)
         if checkpoint is None:
             raise CommandError(f"unknown checkpoint {args.checkpoint!r}")
         with _needs_workspace():
-            snapshot = unwrap(manager.restore_checkpoint(args.checkpoint))
+            restored = manager.restore_checkpoint(args.checkpoint, seq=args.resume)
+            failure = restored.failure() if isinstance(restored, Failure) else None
+            if isinstance(failure, RestoreEffectLandedError):
+                raise CommandError(
+                    f"{failure}: run goatherd restore {args.checkpoint}"
+                    f" --resume {failure.seq}"
+                ) from failure
+            if (
+                isinstance(failure, SnapshotReleasedError)
+                and args.resume is not None
+                and not args.snapshot_to
+            ):
+                return _restored_already(args, checkpoint.scope_id, failure)
+            snapshot = unwrap(restored)
     if args.snapshot_to:
         Path(args.snapshot_to).write_bytes(snapshot)
     result = {

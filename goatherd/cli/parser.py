@@ -351,6 +351,14 @@ def _lifecycle(sub: Subparsers[argparse.ArgumentParser]) -> None:
     )
     restore.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint id")
     restore.add_argument(
+        "--resume",
+        type=non_negative,
+        metavar="SEQ",
+        default=None,
+        help="finish the attempt that claimed the checkpoint under SEQ: the seq a"
+        " 'restore effect landed' or a refused halt names",
+    )
+    restore.add_argument(
         "--snapshot-to",
         metavar="FILE",
         help="write the checkpoint's snapshot (e.g. the conversation) to FILE",

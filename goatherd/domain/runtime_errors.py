@@ -19,7 +19,9 @@ Hierarchy (all under :class:`~goatherd.domain.errors.DomainError`)::
       CheckpointClaimedError         another restore holds the checkpoint's claim
       UnknownSettlementActionError   settle with a verb that does not exist
       ParentMovedError               select with the parent off its baseline
-      SettleEffectLandedError        the seed's ErrSettleEffectLanded
+      EffectLandedError              an effect stands, its record did not commit
+        SettleEffectLandedError      the seed's ErrSettleEffectLanded
+        RestoreEffectLandedError     a restore reset stands, its record did not commit
       ScopeClaimedError              a scope a claimed workspace effect needs cannot end
       SupervisorDeniedError          a merge reviewer denied (in ``merge_gate``)
       InconsistentTraceError         the trace contradicts itself about an aggregate
@@ -42,6 +44,7 @@ __all__ = [
     "CheckpointNotFoundError",
     "CheckpointNotRestorableError",
     "CheckpointScopeMismatchError",
+    "EffectLandedError",
     "InconsistentTraceError",
     "NoBaselineError",
     "NotAChildError",
@@ -50,6 +53,7 @@ __all__ = [
     "OutputNotFoundError",
     "ParentMovedError",
     "ReservedSchemaError",
+    "RestoreEffectLandedError",
     "RootScopeError",
     "RuntimeRuleError",
     "ScopeClaimedError",
@@ -246,7 +250,53 @@ class ParentMovedError(RuntimeRuleError):
         self.output_id = output_id
 
 
-class SettleEffectLandedError(RuntimeRuleError):
+class EffectLandedError(RuntimeRuleError):
+    """A claimed workspace effect landed but the record ending it did not commit.
+
+    The claim stays with the attempt that landed the effect; only the same
+    ``seq`` may finish it (the command again with ``seq``, or ``--resume SEQ``
+    on the command line).
+
+    Attributes:
+        seq: the attempt's ``seq``: the only one that may finish it.
+        cause: why the record was not committed.
+    """
+
+    def __init__(self, message: str, cause: str, seq: int) -> None:
+        """Keep the message, the cause and the seq that finishes the effect."""
+        super().__init__(message)
+        self.cause = cause
+        self.seq = seq
+
+
+class RestoreEffectLandedError(EffectLandedError):
+    """A restore reset the workspace but ``checkpoint.restored`` did not commit.
+
+    The checkpoint stays valid and claimed by this attempt: restoring it again
+    under the same ``seq`` (``goatherd restore CKPT --resume SEQ``) re-applies
+    the recorded state and records the restore once.
+
+    Attributes:
+        checkpoint_id: the checkpoint.
+        scope_id: the scope whose workspace was reset.
+    """
+
+    SENTINEL = "restore effect landed"
+
+    def __init__(self, checkpoint_id: str, scope_id: str, cause: str, seq: int) -> None:
+        """Name the checkpoint, the scope, the cause and the seq."""
+        super().__init__(
+            f"restore {checkpoint_id} onto {scope_id}: {self.SENTINEL}: the workspace"
+            f" is reset to the checkpoint but the restore was not recorded ({cause});"
+            f" finish it with seq={seq} (restore again under that seq)",
+            cause,
+            seq,
+        )
+        self.checkpoint_id = checkpoint_id
+        self.scope_id = scope_id
+
+
+class SettleEffectLandedError(EffectLandedError):
     """The seed's ``ErrSettleEffectLanded``: the work stands, the merge did not.
 
     The workspace effect landed on the parent but its settlement was not
@@ -272,13 +322,13 @@ class SettleEffectLandedError(RuntimeRuleError):
         super().__init__(
             f"settle {output_id} ({action}): {self.SENTINEL}: the work stands on the"
             f" parent but the settlement was not recorded ({cause}); finish it with"
-            f" seq={seq} (the same verb again, or {ending})"
+            f" seq={seq} (the same verb again, or {ending})",
+            cause,
+            seq,
         )
         self.output_id = output_id
         self.action = action
         self.ending = ending
-        self.cause = cause
-        self.seq = seq
 
 
 class ScopeClaimedError(ScopeStateError):

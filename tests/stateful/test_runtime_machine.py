@@ -46,6 +46,7 @@ from goatherd.domain import (
     OutputState,
     ReservedSchemaError,
     ScopeAggregate,
+    ScopeDiscarded,
     ScopeState,
     SnapshotReleasedError,
 )
@@ -221,6 +222,17 @@ class RuntimeMachine(RuleBasedStateMachine):
                 if owner in (cp.scope_owner, ws):
                     return True
         return False
+
+    def discarded_by_its_parent(self, by: int, scope_id: str) -> bool:
+        """Whether a ``scope.discarded`` record (a discard or a settle) ended it."""
+        scope = self.agg(by, scope_id)
+        if scope.state is not ScopeState.DISCARDED or scope.parent_owner is None:
+            return False
+        return any(
+            e.record.record_id == scope.terminal_record
+            and e.record.envelope.schema_ref == ScopeDiscarded.SCHEMA
+            for e in self.stores[by].read_log(-1, 1_000_000)
+        )
 
     def alive(self, by: int, scope_id: str) -> bool:
         """Whether the scope exists, is active and its workspace still stands.
@@ -484,6 +496,9 @@ class RuntimeMachine(RuleBasedStateMachine):
         # still merge or discard its children (ADR 0065).
         ok = self.alive(by, scope) and parent is not None and self.active(by, parent)
         ok = ok and not self.claim_needs(by, scope)
+        # Discarding a child its parent's discard ended is that discard again
+        # (ADR 0075): it succeeds and records nothing new.
+        ok = ok or (verb == "discard" and self.discarded_by_its_parent(by, scope))
         command = mgr.merge if verb == "merge" else mgr.discard
         result = command(scope, seq=self._next_seq())
         assert isinstance(result, Success) == ok, result

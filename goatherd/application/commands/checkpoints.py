@@ -18,7 +18,9 @@ Restore is exactly once across threads, processes and crashes:
 4. the claimant applies the state (a full reset: repeating it is harmless)
    and records ``checkpoint.restored``, naming the snapshot digest it
    releases. A failed apply burns the checkpoint (``checkpoint.invalidated``).
-   A crash between 3 and 4 is finished by a retry under the same ``seq``;
+   A crash between 3 and 4 is finished by a retry under the same ``seq``; a
+   record that fails after the apply is ``RestoreEffectLandedError`` carrying
+   that ``seq`` (the claim stays with the attempt, the checkpoint valid);
 5. once that record committed, the checkpoint's hold on the snapshot bytes
    is released (the bytes go when nothing else holds them; the digest stays
    in the trace). A retry after the commit returns the snapshot while its
@@ -47,6 +49,8 @@ from goatherd.domain import (
     CheckpointAggregate,
     CheckpointNotFoundError,
     CheckpointScopeMismatchError,
+    RestoreEffectLandedError,
+    RuntimeRuleError,
     ScopeNotFoundError,
     SnapshotReleasedError,
     SnapshotTooLargeError,
@@ -208,6 +212,8 @@ def restore_checkpoint(
         CheckpointScopeMismatchError, CheckpointNotRestorableError,
         CheckpointClaimedError, WorkspaceBusyError, BlobIntegrityError,
         NoSandboxError, SandboxError (the checkpoint is burnt);
+        RestoreEffectLandedError: the workspace was reset but the restore's
+            record did not commit; the same ``seq`` finishes it;
         SnapshotReleasedError: a retry after this attempt's restore
             committed, when the snapshot's bytes are gone.
     """
@@ -246,7 +252,14 @@ def restore_checkpoint(
             guard = ctx.model.workspace_owner(owner)
             return Decision().place(event, owner, cp_id).guard(guard)
 
-        ctx.record(intent, decide)
+        try:
+            ctx.record(intent, decide)
+        except (TraceStoreError, RuntimeRuleError, SandboxError) as error:
+            # The reset stands: whatever kept its record from committing, the
+            # caller must learn the seq that finishes it (the claim is its).
+            raise RestoreEffectLandedError(
+                cp_id, cp.scope_id, str(error), attempt_seq
+            ) from error
         _release_restored(ctx, cp_id, intent)
         return snapshot
 

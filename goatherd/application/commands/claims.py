@@ -78,7 +78,7 @@ def _claim_of(
     cp = model.checkpoint(holder)
     if cp.exists and cp.claimed_by:
         needs = {cp.scope_owner, ws_owner}
-        finish = f"restore {holder} again with seq={cp.claimed_by}"
+        finish = f"goatherd restore {holder} --resume {cp.claimed_by}"
         claimant = f"restore attempt {cp.claimed_by}"
         return needs, claimant, finish, "checkpoint", _int(str(cp.claimed_by))
     # A claim whose holder the fold cannot read: refuse every ending there.

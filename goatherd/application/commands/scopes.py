@@ -27,6 +27,7 @@ from goatherd.domain import (
     RunCompleted,
     SandboxDestroyed,
     ScopeAggregate,
+    ScopeDiscarded,
     decode_payload,
     is_runtime_schema,
     validate_schema_ref,
@@ -146,6 +147,11 @@ def merge_or_discard(
 ) -> None:
     """Merge or discard ``child_owner`` from ``parent_owner`` (``verb``).
 
+    A discard of a child the trace already records discarded by this parent
+    (a discard or a settle ``discarded``: the same record) is that operation
+    again, under any ``seq`` and from any process: it records nothing and
+    finishes the teardown a crash after the record cut short.
+
     Raises:
         ScopeNotFoundError, ScopeStateError, NotAChildError,
         InconsistentTraceError; the sandbox's errors (after the record).
@@ -156,9 +162,11 @@ def merge_or_discard(
         intent = lifecycle_intent(verb, parent_owner, child_owner, ctx.next_seq(seq))
         if not ctx.committed(intent, seq):
 
-            def decide() -> Decision:
+            def decide() -> Decision | None:
                 parent = ctx.model.scope(parent_owner)
                 child = ctx.model.scope(child_owner)
+                if verb == "discard" and _discarded_by(child, parent_owner):
+                    return None  # recorded already: only the teardown is left
                 event = (
                     parent.merge(child) if verb == "merge" else parent.discard(child)
                 )
@@ -168,6 +176,23 @@ def merge_or_discard(
 
             ctx.record(intent, decide)
     destroy_owned_sandbox(ctx, child_owner)
+
+
+def _discarded_by(child: ScopeAggregate, parent_owner: str) -> bool:
+    """Whether ``child`` ended by ``parent_owner``'s discard of it.
+
+    The discard record names the child and cites its fork, so its id is the
+    same for every decision to discard this child: the one that ended it is
+    recognised by value.
+    """
+    if child.is_active or child.parent_owner != parent_owner:
+        return False
+    child.require_consistent()
+    cause = (child.fork_point,) if child.fork_point else ()
+    event = ScopeDiscarded(
+        caused_by=cause, child_owner=child.owner, child_scope=child.scope_id
+    )
+    return child.terminal_record == event.record_id()
 
 
 def halt(ctx: RuntimeContext, scope_id: str, seq: int | None) -> None:

@@ -96,6 +96,8 @@ def locate(git: GitRunner) -> tuple[str, Path]:
             "rev-parse", "--show-toplevel", "--git-path", "index", "HEAD"
         ).split("\n")
     except GitError as exc:
+        if exc.returncode is None or exc.returncode < 0:
+            raise  # git was killed or timed out: the work tree is not at fault
         raise _not_a_worktree(git.cwd, exc) from exc
     if os.path.realpath(top) != os.path.realpath(git.cwd):
         raise SandboxError(

@@ -14,10 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from returns.result import Success
+from returns.result import Failure, Success
 
 from goatherd.application.recovery import RecoverOptions, recover_scopes
-from goatherd.domain import SandboxDestroyed, ScopeState
+from goatherd.cli import main as cli_main
+from goatherd.domain import (
+    SandboxDestroyed,
+    ScopeDiscarded,
+    ScopeState,
+    ScopeStateError,
+)
 from goatherd.infrastructure.bootstrap import runtime_context_for
 from goatherd.infrastructure.integrity import verify_trace
 from tests.integration.runtime.racer import resolver
@@ -93,11 +99,8 @@ def test_the_same_seq_retry_removes_the_worktree_a_kill_left(
             assert mgr.settle(argv[1], argv[2], seq=int(argv[3])) == Success(None)
         elif argv[0] == "halt":  # a halt is idempotent: any retry finishes it
             assert mgr.halt(TRY) == Success(None)
-        else:  # a discard under a fresh seq is refused; recovery finishes it
-            assert mgr.discard(TRY).failure()
-            assert recover_scopes(
-                runtime_context_for(store), RecoverOptions(resolver(str(repo)))
-            ).unwrap()
+        else:  # a discard is the same operation under any seq: it finishes
+            assert mgr.discard(TRY) == Success(None)
         assert not wt.exists()
         assert not registered(repo, wt)
         assert mgr.context.model.scope("agent:try").sandbox_destroyed
@@ -138,3 +141,59 @@ def test_a_halt_from_a_plain_manager_in_another_process_removes_the_worktree(
         mgr.context.model.refresh()
         assert mgr.context.model.scope("agent:try").sandbox_destroyed
         assert destroyed(store) == 1
+
+
+def _discard_records(store) -> int:
+    return len(
+        {
+            e.record.record_id
+            for e in store.read_log(-1, 100_000)
+            if e.record.envelope.schema_ref == ScopeDiscarded.SCHEMA
+        }
+    )
+
+
+@pytest.mark.parametrize("via", ["manager", "another process", "cli"])
+def test_a_discard_killed_before_its_teardown_is_finished_by_discarding_again(
+    trace, tmp_path, forks, via
+):
+    """SIGKILL after ``scope.discarded`` committed, before the worktree went.
+
+    Discarding the same scope again (a fresh seq, any process, the CLI) is
+    the same operation: it returns the recorded outcome, records nothing new
+    and removes the worktree, once.
+    """
+    repo, _, wt, _ = _killed(
+        trace, tmp_path, forks, ("discard", TRY), r"agent:main:discard:agent:try:"
+    )
+    if via == "manager":
+        with open_store(trace) as store:
+            assert manager(store, repo).discard(TRY) == Success(None)
+    elif via == "another process":
+        assert Actor(forks, trace, repo)("discard", TRY) == "Success"
+    else:
+        assert cli_main(["discard", TRY, "--db", trace]) == 0
+    assert not wt.exists()
+    assert not registered(repo, wt)
+    with open_store(trace) as store:
+        mgr = manager(store, repo)
+        assert mgr.discard(TRY) == Success(None)  # again: nothing more to do
+        mgr.context.model.refresh()
+        scope = mgr.context.model.scope("agent:try")
+        assert scope.state is ScopeState.DISCARDED
+        assert scope.sandbox_destroyed
+        assert destroyed(store) == 1
+        assert _discard_records(store) == 1
+        assert verify_trace(store).ok
+
+
+def test_a_discard_of_a_halted_child_is_still_refused(trace, tmp_path, forks):
+    """Only the discard's own record makes a second discard the same operation."""
+    repo, _ = world(trace, tmp_path)
+    with open_store(trace) as store:
+        mgr = manager(store, repo)
+        assert mgr.halt(TRY) == Success(None)
+        refused = mgr.discard(TRY)
+        assert isinstance(refused, Failure)
+        assert isinstance(refused.failure(), ScopeStateError)
+        assert _discard_records(store) == 0
