@@ -126,19 +126,25 @@ def record_decision(
         if decision is None or not decision.placements:
             return None
         owners = decision.owners
-        heads = _heads(trace, owners)
-        if not model.knows_heads(heads):
-            model.refresh()
-        if model.touched_since(owners, position):
-            moved = sorted(owners)[0]
-            last = OrdinalConflictError(moved, heads[moved], trace.head(moved))
-            continue
+        # Nothing committed since the decision's view (the tail is still
+        # where the catch-up left it): the heads the model saw are the heads.
+        heads = model.vouched_heads(owners) if model.is_tail(position) else None
+        if heads is None:
+            heads = _heads(trace, owners)
+            if not model.knows_heads(heads):
+                model.refresh()
+            if model.touched_since(owners, position):
+                moved = sorted(owners)[0]
+                last = OrdinalConflictError(moved, heads[moved], trace.head(moved))
+                continue
         _fault(faults, "before-commit", intent)
         try:
             receipt = trace.append(
                 TRUSTED_APPEND_CONTEXT, decision.batch(intent), expected_heads=heads
             )
         except OrdinalConflictError as conflict:
+            # Vouched or read, these heads are stale: read them next time.
+            model.distrust(owners)
             last = conflict
             continue
         model.adopt(decision.drafts_in_order, receipt)
