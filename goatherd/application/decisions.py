@@ -128,7 +128,10 @@ def record_decision(
         owners = decision.owners
         # Nothing committed since the decision's view (the tail is still
         # where the catch-up left it): the heads the model saw are the heads.
-        heads = model.vouched_heads(owners) if model.is_tail(position) else None
+        heads = None
+        vouched = model.vouched_heads(owners)
+        if vouched is not None and vouched[0] == position and model.is_tail(position):
+            heads = vouched[1]
         if heads is None:
             heads = _heads(trace, owners)
             if not model.knows_heads(heads):

@@ -130,10 +130,12 @@ class RuntimeModel:
         A runtime record that does not decode makes its path unreadable
         (see the module docs) and folding carries on without it.
         """
+        # "Anything after the position?" in one cheap read where the store
+        # has one (SQLite): nothing new, nothing read. Asked before taking the
+        # model's lock (the store takes its own), so the catch-up stands as of
+        # that read.
+        tail = self._trace.cheap_tail()
         with self._lock:
-            # "Anything after the position?" in one cheap read where the
-            # store has one (SQLite): nothing new, nothing read.
-            tail = self._trace.cheap_tail()
             if tail is not None and tail <= self._position:
                 return self._position
             # A new model (or one far behind) reads the log filtered to the
@@ -250,14 +252,19 @@ class RuntimeModel:
         with self._lock:
             return all(self._known_heads.get(o, 0) == h for o, h in heads.items())
 
-    def vouched_heads(self, owners: Collection[str]) -> dict[str, int] | None:
-        """Return the heads of ``owners`` as this model last saw them, if it can.
+    def vouched_heads(
+        self, owners: Collection[str]
+    ) -> tuple[int, dict[str, int]] | None:
+        """Return the position and the heads of ``owners`` there, as the model saw.
 
         A path's head is vouched for when the model folded the entry that
         set it from the whole log (a tail read, or this process's own append
         adopted from its receipt), and a path the model never saw is vouched
         empty while the model has folded every entry since the trace began.
         ``None`` when any head is not vouched for: the caller reads them.
+        The heads hold at the returned position (read together, under the
+        model's lock): a caller uses them only while that position is still
+        the log's tail (:meth:`is_tail`).
 
         A vouched head is what the model saw, so a decision that appends
         with it as expected head commits only if nothing landed on that path
@@ -276,15 +283,14 @@ class RuntimeModel:
                         return None
                     found = 0
                 heads[owner] = found
-            return heads
+            return self._position, heads
 
     def is_tail(self, position: int) -> bool:
         """Whether ``position`` is provably still the log's last (one cheap read).
 
         ``False`` when the store has no cheap way to tell (PostgreSQL).
         """
-        tail = self._trace.cheap_tail()
-        return tail is not None and tail == position == self._position
+        return self._trace.cheap_tail() == position
 
     def path_head(self, owner: str) -> int:
         """Return ``owner``'s head as vouched for, else as the store reads it.
@@ -293,11 +299,10 @@ class RuntimeModel:
         :func:`~goatherd.application.decisions.record_decision` vouches for
         the expected heads of the append that follows.
         """
-        with self._lock:
-            vouched = None
-            if self.is_tail(self._position):
-                vouched = self.vouched_heads((owner,))
-        return self._trace.head(owner) if vouched is None else vouched[owner]
+        vouched = self.vouched_heads((owner,))
+        if vouched is not None and self.is_tail(vouched[0]):
+            return vouched[1][owner]
+        return self._trace.head(owner)
 
     def distrust(self, owners: Collection[str]) -> None:
         """Stop vouching for these heads until the model folds an entry there."""

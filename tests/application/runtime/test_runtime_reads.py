@@ -125,7 +125,8 @@ def test_a_head_taken_from_the_model_goes_stale_and_the_decision_decides_again(
         # The refused append made the model read the heads again; the next
         # command is back on heads it saw itself.
         model = runtime_model_for(first)
-        assert model.vouched_heads(["root"]) == {"root": len(texts)}
+        position = first.max_position()
+        assert model.vouched_heads(["root"]) == (position, {"root": len(texts)})
 
 
 def test_the_cheap_tail_is_the_last_committed_position(trace_file: Path) -> None:
