@@ -6,13 +6,16 @@ read without writing. :func:`record_decision` makes that decision hold
 against the trace, across threads and processes:
 
 1. catch the model up to position ``P`` and decide;
-2. read the head of every path the decision writes or guards;
-3. unless the model has read every entry up to those heads, catch up again:
-   if a runtime record landed on one of those paths after ``P``, decide
-   again (the decision missed it);
+2. take the head of every path the decision writes or guards: the heads the
+   model saw itself when ``P`` is provably still the log's tail (one cheap
+   read, ADR 0078), else read them from the store;
+3. for read heads, unless the model has read every entry up to them, catch
+   up again: if a runtime record landed on one of those paths after ``P``,
+   decide again (the decision missed it);
 4. append the batch with those heads as expected heads: if anything landed
-   on them meanwhile, the store refuses (nothing written) and the command
-   decides again, up to :data:`DECISION_RETRIES` times.
+   on them meanwhile, the store refuses (nothing written), the model stops
+   vouching for those heads and the command decides again, up to
+   :data:`DECISION_RETRIES` times.
 
 So of several processes deciding on the same output, checkpoint or workspace
 at once, exactly one append commits; the others decide again on the new
