@@ -10,6 +10,10 @@ rebuilt read model compute the same values. Nothing else is remembered.
 It also remembers, per path, the log position of the last runtime record on
 it: a decision checks that none of the paths it guards received one after
 the position it decided at (see :mod:`goatherd.application.decisions`).
+A catch-up first asks the store whether anything committed after its
+position (one cheap read on SQLite); and the model keeps the path heads it
+saw itself (its own receipts, whole-log reads), which a decision appends
+with while its view is still the log's tail (ADR 0078).
 
 A runtime record that does not decode (an old file, a raw insert: the store's
 door refuses them) is not folded, and neither is anything after it on the same
