@@ -1,6 +1,10 @@
-"""Runtime benchmarks (issue 5): cycles, recovery scan, long-path loads.
+"""Runtime benchmarks: cycles against the pre-redesign code, recovery, loads.
 
-- fork + seal + settle(select) cycles, memory sandbox, SQLite file;
+- fork + seal + settle(select) cycles, memory sandbox, SQLite file, run in
+  fresh processes on this checkout and on the code before the registry
+  redesign (commit ``BASELINE_COMMIT``, exported with ``git archive``, or the
+  checkout ``$GOATHERD_BENCH_BASELINE`` names), in interleaved rounds; the
+  medians are compared and a PASS/MISS line is printed per target;
 - ``recover_scopes`` over 1,000 scopes and 100,000 records (the trace is built
   with one batch per scope, outside the timing);
 - a scope's state in a new process (the runtime model folds every runtime
@@ -9,8 +13,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.timing import once_seconds
@@ -19,7 +30,6 @@ from goatherd.application import (
     RecoveryStats,
     recover_scopes,
 )
-from goatherd.application.ports import SandboxSpec
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
@@ -29,26 +39,141 @@ from goatherd.domain import (
     ScopeForked,
 )
 from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
-from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import SQLiteTraceStore
 
 SCOPES = 1_000
 RECORDS = 100_000
 
+BASELINE_COMMIT = "a1ccf92cef5b529fa55972eee6541f7131cff0fc"
+"""The last commit before the registry redesign (the runtime core over the trace)."""
+CYCLES = 300
+ROUNDS = 5
+TARGET_PER_CPU_SECOND = 350
+TARGET_RATIO = 2.0
+_ROOT = Path(__file__).resolve().parent.parent
 
-def _cycles(path: Path, n: int) -> tuple[float, float]:
-    with SQLiteTraceStore(path) as store:
+# Run by a fresh interpreter with the checkout first on sys.path; it speaks
+# both APIs (the manager over an event store before the redesign, the
+# composition root after it) and prints {"wall": ..., "cpu": ...} rates.
+_CYCLE_SCRIPT = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import goatherd
+assert goatherd.__file__.startswith(sys.argv[1]), goatherd.__file__
+from goatherd.application.ports import SandboxSpec
+from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
+from goatherd.infrastructure.store import SQLiteTraceStore
+try:
+    from goatherd.infrastructure.bootstrap import scope_manager_for
+except ImportError:
+    from goatherd.application import ScopeManager
+    from goatherd.infrastructure.eventstore import TraceEventStore
+    def scope_manager_for(store):
+        return ScopeManager(TraceEventStore(store))
+n = int(sys.argv[2])
+with tempfile.TemporaryDirectory() as tmp:
+    with SQLiteTraceStore(Path(tmp) / "cycles.db") as store:
         mgr = scope_manager_for(store)
         main = MemorySandbox(MemorySandboxConfig(files={"a.txt": b"1\n"}))
         main.create(SandboxSpec())
         parent = mgr.create("agent:main", main).unwrap()
-        start, cpu = time.perf_counter(), time.process_time()
-        for i in range(n):
-            child = mgr.fork(parent.id, f"try-{i}").unwrap()
+        def cycle(name):
+            child = mgr.fork(parent.id, name).unwrap()
             out = mgr.seal(child.id).unwrap()
             mgr.settle(out.id, "selected").unwrap()
+        for i in range(20):
+            cycle(f"warm-{i}")
+        start, cpu = time.perf_counter(), time.process_time()
+        for i in range(n):
+            cycle(f"try-{i}")
         wall = time.perf_counter() - start
-        return n / wall, n / (time.process_time() - cpu)
+        print(json.dumps({"wall": n / wall, "cpu": n / (time.process_time() - cpu)}))
+"""
+
+
+def _cycles_in(checkout: Path, n: int) -> tuple[float, float]:
+    """Run ``n`` cycles of ``checkout``'s code in a fresh process: (wall, CPU) rates."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CYCLE_SCRIPT, str(checkout), str(n)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=checkout,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    rates = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(rates["wall"]), float(rates["cpu"])
+
+
+@contextmanager
+def _baseline() -> Iterator[Path | str]:
+    """Yield the baseline checkout, or why there is none."""
+    named = os.environ.get("GOATHERD_BENCH_BASELINE")
+    if named:
+        yield Path(named).resolve()
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(_ROOT), "archive", BASELINE_COMMIT, "goatherd"],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            yield (
+                f"git archive {BASELINE_COMMIT[:7]} failed: "
+                + (
+                    archive.stderr.decode(errors="replace").strip().splitlines()
+                    or ["?"]
+                )[-1]
+            )
+            return
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield Path(tmp)
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def _compare_cycles() -> None:
+    """Interleaved rounds of fresh processes, this checkout and the baseline."""
+    with _baseline() as baseline:
+        ours: list[tuple[float, float]] = []
+        theirs: list[tuple[float, float]] = []
+        for round_ in range(ROUNDS):
+            order = [True, False] if round_ % 2 == 0 else [False, True]
+            for mine in order:
+                if mine:
+                    ours.append(_cycles_in(_ROOT, CYCLES))
+                elif isinstance(baseline, Path):
+                    theirs.append(_cycles_in(baseline, CYCLES))
+        load = os.getloadavg()[0]
+    wall, cpu = (statistics.median(r[i] for r in ours) for i in (0, 1))
+    print(
+        "fork + seal + settle(select), memory sandbox, SQLite file; medians of"
+        f" {ROUNDS} interleaved rounds of fresh processes, {CYCLES} cycles each"
+        f" (load average {load:.1f} at the end):"
+    )
+    print(f"  this checkout: {wall:.0f} cycles/s (per CPU second: {cpu:.0f})")
+    ratio = 0.0
+    if isinstance(baseline, Path):
+        old_wall, old_cpu = (statistics.median(r[i] for r in theirs) for i in (0, 1))
+        ratio = cpu / old_cpu
+        print(
+            f"  baseline {BASELINE_COMMIT[:7]} (before the registry redesign):"
+            f" {old_wall:.0f} cycles/s (per CPU second: {old_cpu:.0f})"
+        )
+    else:
+        print(f"  baseline: none ({baseline})")
+    print(
+        f"{_verdict(cpu >= TARGET_PER_CPU_SECOND)} cycles per CPU second"
+        f" >= {TARGET_PER_CPU_SECOND}: {cpu:.0f}"
+    )
+    print(
+        f"{_verdict(ratio >= TARGET_RATIO)} cycles per CPU second"
+        f" >= {TARGET_RATIO:.0f}x the baseline in the same run: {ratio:.2f}x"
+    )
 
 
 def _build_tree(path: Path) -> None:
@@ -102,11 +227,7 @@ def _queries(path: Path) -> tuple[float, float, float]:
 
 def run() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        rate, cpu_rate = _cycles(Path(tmp) / "cycles.db", 300)
-        print(
-            "fork + seal + settle(select), memory sandbox, SQLite file:"
-            f" {rate:.0f} cycles/s (per CPU second: {cpu_rate:.0f}; target >= 300)"
-        )
+        _compare_cycles()
         tree = Path(tmp) / "tree.db"
         _build_tree(tree)
         seconds, stats, entries, active = _recover(tree)

@@ -6,13 +6,16 @@ read without writing. :func:`record_decision` makes that decision hold
 against the trace, across threads and processes:
 
 1. catch the model up to position ``P`` and decide;
-2. read the head of every path the decision writes or guards;
-3. unless the model has read every entry up to those heads, catch up again:
-   if a runtime record landed on one of those paths after ``P``, decide
-   again (the decision missed it);
+2. take the head of every path the decision writes or guards: the heads the
+   model saw itself when ``P`` is provably still the log's tail (one cheap
+   read, ADR 0078), else read them from the store;
+3. for read heads, unless the model has read every entry up to them, catch
+   up again: if a runtime record landed on one of those paths after ``P``,
+   decide again (the decision missed it);
 4. append the batch with those heads as expected heads: if anything landed
-   on them meanwhile, the store refuses (nothing written) and the command
-   decides again, up to :data:`DECISION_RETRIES` times.
+   on them meanwhile, the store refuses (nothing written), the model stops
+   vouching for those heads and the command decides again, up to
+   :data:`DECISION_RETRIES` times.
 
 So of several processes deciding on the same output, checkpoint or workspace
 at once, exactly one append commits; the others decide again on the new
@@ -126,19 +129,28 @@ def record_decision(
         if decision is None or not decision.placements:
             return None
         owners = decision.owners
-        heads = _heads(trace, owners)
-        if not model.knows_heads(heads):
-            model.refresh()
-        if model.touched_since(owners, position):
-            moved = sorted(owners)[0]
-            last = OrdinalConflictError(moved, heads[moved], trace.head(moved))
-            continue
+        # Nothing committed since the decision's view (the tail is still
+        # where the catch-up left it): the heads the model saw are the heads.
+        heads = None
+        vouched = model.vouched_heads(owners)
+        if vouched is not None and vouched[0] == position and model.is_tail(position):
+            heads = vouched[1]
+        if heads is None:
+            heads = _heads(trace, owners)
+            if not model.knows_heads(heads):
+                model.refresh()
+            if model.touched_since(owners, position):
+                moved = sorted(owners)[0]
+                last = OrdinalConflictError(moved, heads[moved], trace.head(moved))
+                continue
         _fault(faults, "before-commit", intent)
         try:
             receipt = trace.append(
                 TRUSTED_APPEND_CONTEXT, decision.batch(intent), expected_heads=heads
             )
         except OrdinalConflictError as conflict:
+            # Vouched or read, these heads are stale: read them next time.
+            model.distrust(owners)
             last = conflict
             continue
         model.adopt(decision.drafts_in_order, receipt)

@@ -99,6 +99,10 @@ class RuntimeTrace(Protocol):
         """Return the highest committed log position (``-1`` when empty)."""
         ...
 
+    def cheap_tail(self) -> int | None:
+        """Return :meth:`max_position` when one cheap read tells it, else ``None``."""
+        ...
+
     def read_log(
         self,
         after: int = -1,

@@ -10,6 +10,10 @@ rebuilt read model compute the same values. Nothing else is remembered.
 It also remembers, per path, the log position of the last runtime record on
 it: a decision checks that none of the paths it guards received one after
 the position it decided at (see :mod:`goatherd.application.decisions`).
+A catch-up first asks the store whether anything committed after its
+position (one cheap read on SQLite); and the model keeps the path heads it
+saw itself (its own receipts, whole-log reads), which a decision appends
+with while its view is still the log's tail (ADR 0078).
 
 A runtime record that does not decode (an old file, a raw insert: the store's
 door refuses them) is not folded, and neither is anything after it on the same
@@ -23,7 +27,7 @@ on it fails with that error, while every other path folds and works.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -98,6 +102,11 @@ class RuntimeModel:
         self._position = -1
         self._last_on_path: dict[str, int] = {}
         self._known_heads: dict[str, int] = {}
+        # Path heads this process can vouch for without reading them (see
+        # ``vouched_heads``): exact as of the entry that set them.
+        self._exact: dict[str, int] = {}
+        self._gapless = True  # every entry up to the position was folded
+        self._distrusted: set[str] = set()
         self._counted: dict[str, set[tuple[str, str]]] = {}
         self._unreadable: dict[str, RecordDecodeError] = {}
         self._lock = threading.RLock()
@@ -125,19 +134,30 @@ class RuntimeModel:
         A runtime record that does not decode makes its path unreadable
         (see the module docs) and folding carries on without it.
         """
+        # "Anything after the position?" in one cheap read where the store
+        # has one (SQLite): nothing new, nothing read. Asked before taking the
+        # model's lock (the store takes its own), so the catch-up stands as of
+        # that read.
+        tail = self._trace.cheap_tail()
         with self._lock:
+            if tail is not None and tail <= self._position:
+                return self._position
             # A new model (or one far behind) reads the log filtered to the
             # runtime's schemas; otherwise the tail is read whole (one query,
             # empty when nothing is new) and filtered here.
             bulk = self._position < 0
             while True:
+                if bulk:
+                    # Entries of other schemas are skipped: no head is exact.
+                    self._exact.clear()
+                    self._gapless = False
                 entries = self._trace.read_log(
                     self._position,
                     self._page,
                     schema_refs=self._schemas if bulk else None,
                 )
                 for entry in entries:
-                    self._fold_entry(entry)
+                    self._fold_entry(entry, whole=not bulk)
                 if len(entries) < self._page:
                     return self._position
                 bulk = True  # a full page: far behind
@@ -180,13 +200,19 @@ class RuntimeModel:
                 self._count(fact)
                 self._last_on_path[owner] = position
                 self._known_heads[owner] = ordinal + 1
+                self._exact[owner] = ordinal + 1
+                self._distrusted.discard(owner)
                 self._position = position
             return True
 
-    def _fold_entry(self, entry: LogEntry) -> None:
+    def _fold_entry(self, entry: LogEntry, *, whole: bool) -> None:
         view = entry.record.view
         if view is not None:
-            self._known_heads[view.trace_owner_id] = view.owner_ordinal + 1
+            head = view.owner_ordinal + 1
+            self._known_heads[view.trace_owner_id] = head
+            if whole:
+                self._exact[view.trace_owner_id] = head
+                self._distrusted.discard(view.trace_owner_id)
         if entry.record.envelope.schema_ref in self._schemas:
             owner = view.trace_owner_id if view is not None else ""
             if owner in self._unreadable:
@@ -229,6 +255,65 @@ class RuntimeModel:
         """
         with self._lock:
             return all(self._known_heads.get(o, 0) == h for o, h in heads.items())
+
+    def vouched_heads(
+        self, owners: Collection[str]
+    ) -> tuple[int, dict[str, int]] | None:
+        """Return the position and the heads of ``owners`` there, as the model saw.
+
+        A path's head is vouched for when the model folded the entry that
+        set it from the whole log (a tail read, or this process's own append
+        adopted from its receipt), and a path the model never saw is vouched
+        empty while the model has folded every entry since the trace began.
+        ``None`` when any head is not vouched for: the caller reads them.
+        The heads hold at the returned position (read together, under the
+        model's lock): a caller uses them only while that position is still
+        the log's tail (:meth:`is_tail`).
+
+        A vouched head is what the model saw, so a decision that appends
+        with it as expected head commits only if nothing landed on that path
+        since (the store checks the heads inside its write transaction);
+        when the guess is stale the append is refused and
+        :meth:`distrust` sends the next attempt to the store.
+        """
+        with self._lock:
+            heads = {}
+            for owner in owners:
+                if owner in self._distrusted:
+                    return None
+                found = self._exact.get(owner)
+                if found is None:
+                    if not self._gapless or owner in self._known_heads:
+                        return None
+                    found = 0
+                heads[owner] = found
+            return self._position, heads
+
+    def is_tail(self, position: int) -> bool:
+        """Whether ``position`` is provably still the log's last (one cheap read).
+
+        ``False`` when the store has no cheap way to tell (PostgreSQL).
+        """
+        return self._trace.cheap_tail() == position
+
+    def path_head(self, owner: str) -> int:
+        """Return ``owner``'s head as vouched for, else as the store reads it.
+
+        Vouched only while nothing committed since the model's position, as
+        :func:`~goatherd.application.decisions.record_decision` vouches for
+        the expected heads of the append that follows.
+        """
+        vouched = self.vouched_heads((owner,))
+        if vouched is not None and self.is_tail(vouched[0]):
+            return vouched[1][owner]
+        return self._trace.head(owner)
+
+    def distrust(self, owners: Collection[str]) -> None:
+        """Stop vouching for these heads until the model folds an entry there."""
+        with self._lock:
+            for owner in owners:
+                self._exact.pop(owner, None)
+                self._distrusted.add(owner)
 
     def touched_since(self, owners: set[str], position: int) -> bool:
         """Whether a runtime record landed on one of ``owners`` after ``position``."""

@@ -111,7 +111,7 @@ def fork(
             child = ctx.model.scope(child_owner)
             event = here.fork(
                 child,
-                child_head=ctx.trace.head(child_owner),
+                child_head=ctx.model.path_head(child_owner),
                 baseline=baseline,
                 isolated=isolated is not None,
                 sandbox_backend=backend,

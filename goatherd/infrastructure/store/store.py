@@ -139,6 +139,7 @@ __all__ = [
 DEFAULT_CHECKPOINT_BLOB_LIMIT = ledgers.DEFAULT_CHECKPOINT_BLOB_LIMIT
 _LOG = logging.getLogger(__name__)
 _R = TypeVar("_R")
+_TAIL_SQL = "SELECT max(position) FROM path_entries"
 _ADAPTER_LOCK_SQL = f"SELECT pg_advisory_xact_lock(1617391936 # {pg.TRACE_SALT})"
 
 
@@ -940,6 +941,32 @@ class SqlAlchemyTraceStore:
                 records, records.c.record_id == path_entries.c.record_id
             ).where(records.c.schema_ref.in_(list(schema_refs)))
         return self._log_entries(stmt)
+
+    def cheap_tail(self) -> int | None:
+        """Return the highest committed log position, if one cheap read tells it.
+
+        On SQLite: one read of the position index's last key, straight on the
+        driver of the held write connection between this store's
+        transactions (so it sees every commit: this store's and other
+        connections' and processes'). ``None`` where that is not the answer
+        a reader may act on: on PostgreSQL (positions commit out of order;
+        readers read below the safe mark, ADR 0036) and on a read-only
+        store. The caller then reads the log itself.
+        """
+        if self._postgres or self._read_only:
+            return None
+        with self._lock:
+            try:
+                with outages:
+                    raw = self._held_writer().connection.driver_connection
+                    if raw is None or raw.in_transaction:
+                        return None  # inside this thread's own transaction()
+                    (value,) = raw.execute(_TAIL_SQL).fetchone()
+            except StoreUnavailableError:
+                if self._writer is not None:
+                    self._writer.invalidate()
+                raise
+        return -1 if value is None else int(value)
 
     def max_position(self) -> int:
         """Return the highest committed log position (-1 when empty).
