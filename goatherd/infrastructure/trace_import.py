@@ -54,7 +54,12 @@ from goatherd.infrastructure.integrity_rules import (
     ledger_refs,
 )
 from goatherd.infrastructure.store import postgres as pg
-from goatherd.infrastructure.store.chain import SideContent, side_digest
+from goatherd.infrastructure.store.chain import (
+    HOLE_TABLE,
+    SideContent,
+    parse_hole_key,
+    side_digest,
+)
 from goatherd.infrastructure.store.codec import storage_json
 from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.engine import postgres_engine
@@ -200,6 +205,10 @@ def import_trace(
             steps += chain_unchained_side_rows(driver)
         if driver.postgres:
             driver.run(pg.sequence_restart(pg.COMMITS_SEQUENCE, steps))
+            # Past every hole too: max(position) + 1 could fall inside one.
+            driver.run(
+                pg.sequence_restart(pg.POSITIONS_SEQUENCE, importer.next_position)
+            )
         head = seal(driver)
         importer.check_head(str(head))
         return replace(summary, head=str(head), side_writes=steps - summary.intents)
@@ -363,6 +372,9 @@ class _Importer:
         if self.in_ledger:
             raise ValueError("a side line after the ledger and checkpoint lines")
         table = _text(obj, "table", empty=False)
+        if table == HOLE_TABLE:
+            self._hole(obj)
+            return
         if table not in SIDE_TABLES:
             raise ValueError(f"side table {table!r} is not one of {list(SIDE_TABLES)}")
         key = _text(obj, "row_key", empty=False)
@@ -385,6 +397,32 @@ class _Importer:
             },
         )
         self.latest[table, key] = (self.number, digest)
+        self.steps += 1
+        self.side_lines += 1
+
+    def _hole(self, obj: dict[str, Any]) -> None:
+        """A commit number (and positions) a dead writer abandoned (ADR 0076)."""
+        key = _text(obj, "row_key", empty=False)
+        span = parse_hole_key(key)
+        if obj["row_digest"] is not None:
+            raise ValueError("a hole line's row_digest must be null")
+        if span is not None:
+            if span[0] != self.next_position:
+                raise ValueError(
+                    f"hole of log positions {key} where {self.next_position} is due"
+                )
+            self.next_position = span[1] + 1
+        content = SideContent(self.steps, HOLE_TABLE, key, None)
+        self.conn.execute(
+            insert(side_writes),
+            {
+                "commit_seq": self.steps,
+                "table_name": HOLE_TABLE,
+                "row_key": key,
+                "row_digest": None,
+                "commit_digest": side_digest(content),
+            },
+        )
         self.steps += 1
         self.side_lines += 1
 

@@ -17,23 +17,35 @@ positions sequence), so traces in other schemas of the same database never
 hold a reader back. Every position at or below it has ended: committed (so
 visible to the reader's next statement) or rolled back for good. A follower
 reading up to it never passes a position that commits later. A transaction
-that dies after allocating leaves its positions unused (ADR 0036).
+that dies after allocating leaves its positions and commit numbers unused
+(ADR 0036); the next seal records them below the safe mark as hole steps of
+the chain, so ``verify``, ``export`` and ``import`` accept those gaps and no
+other (ADR 0076).
+
+:data:`FAULT_POINTS` names the places between drawing the numbers and
+``COMMIT`` where a writer can die; :func:`reached` calls :data:`fault_hook`
+there (``None`` outside the fault tests), so a test can kill the process or
+terminate its backend at exactly each of them.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Final
 
 __all__ = [
     "ALLOCATE_SQL",
     "COMMITS_SEQUENCE",
     "DDL",
+    "FAULT_POINTS",
     "INT64_MAX",
     "POSITIONS_SEQUENCE",
     "SAFE_SQL",
     "TRACE_SALT",
+    "fault_hook",
     "lock_key",
+    "reached",
     "sequence_restart",
 ]
 
@@ -176,6 +188,25 @@ SAFE_SQL: Final = "SELECT goatherd_safe()"
 """Returns ``[safe position, safe commit number]`` (the readers' high-water mark)."""
 
 ALLOCATE_SQL: Final = "SELECT goatherd_allocate(?, ?)"
+
+
+FAULT_POINTS: Final = ("allocated", "written", "committing", "side-allocated")
+"""Where a PostgreSQL writer holds drawn numbers it has not committed yet.
+
+``allocated``: an append group's positions and commit numbers were drawn;
+``written``: its rows were sent; ``committing``: any write transaction is
+about to ``COMMIT``; ``side-allocated``: a side step's commit number was drawn.
+"""
+
+fault_hook: Callable[[str], None] | None = None
+"""Called with the point's name at each of :data:`FAULT_POINTS` (fault tests)."""
+
+
+def reached(point: str) -> None:
+    """Run :data:`fault_hook` at ``point`` (one of :data:`FAULT_POINTS`)."""
+    hook = fault_hook
+    if hook is not None:
+        hook(point)
 
 
 def lock_key(kind: str, name: str) -> int:
