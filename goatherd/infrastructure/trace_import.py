@@ -250,6 +250,8 @@ class _Importer:
     in_ledger: bool = False
     next_ordinal: dict[str, int] = field(default_factory=dict)
     next_position: int = 0
+    logged: bool = False
+    """Whether an earlier intent line placed a logged entry."""
     checkpoints: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     blobs: set[str] = field(default_factory=set)
     ledger_ids: set[str] = field(default_factory=set)
@@ -345,8 +347,15 @@ class _Importer:
     def _intent(self, obj: dict[str, Any]) -> None:
         if self.in_ledger:
             raise ValueError("an intent line after the ledger and checkpoint lines")
-        prover = IntentProver(obj, self.lookup, self.next_ordinal, self.next_position)
+        prover = IntentProver(
+            obj,
+            self.lookup,
+            self.next_ordinal,
+            self.next_position,
+            first_logged=not self.logged,
+        )
         rows = prover.prove()
+        self.logged = self.logged or prover.next_position > prover.first_position
         for table, values in rows.tables:
             if table is append_intents:
                 # Commit numbers follow the lines (the export's commit order),

@@ -85,7 +85,8 @@ def assert_recovers_and_round_trips(url: str, tmp_path: Path) -> str:
     """A writer's open seals; verify; more appends; export -> import both ways."""
     with open_trace_store(url):
         pass  # a writer opening the trace seals it (records the holes)
-    assert problems(url) == []
+    found = problems(url)
+    assert found == [], "\n".join(found)
     append(url, "agent:later", 1)
     with open_trace_store(url) as store:
         head = str(store.trace_head())
@@ -126,6 +127,26 @@ def assert_recovers_and_round_trips(url: str, tmp_path: Path) -> str:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return head
+
+
+def gone(admin: str, database: str) -> None:
+    """Wait until no session of the killed writers is left on ``database``.
+
+    A killed launcher's fork is killed by the zygote a moment later; a
+    reader must not race its last commits.
+    """
+    deadline = time.monotonic() + 60
+    with psycopg.connect(admin, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            (left,) = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                "AND pid <> pg_backend_pid()",
+                (database,),
+            ).fetchone() or (0,)
+            if left == 0:
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"{left} sessions of killed writers are still on {database}")
 
 
 @pytest.fixture(scope="module")
@@ -262,29 +283,34 @@ def test_eight_writers_killed_thirty_times_leave_a_trace_that_verifies_and_round
         )
 
     procs = {n: start(n) for n in range(8)}
-    serial = 8
+    serial, sigkills, terminations = 8, 0, 0
+    deadline = time.monotonic() + 300
     try:
-        for k in range(kills):
+        while sigkills + terminations < kills and time.monotonic() < deadline:
             time.sleep(rng.uniform(0.05, 0.25))
-            if k % 2 == 0:
+            if sigkills <= terminations:
                 victim = rng.choice(sorted(procs))
                 procs[victim].kill()
                 procs[victim].wait(30)
                 del procs[victim]
                 procs[serial] = start(serial)
                 serial += 1
-            else:
+                sigkills += 1
+            else:  # a backend inside its write transaction (it holds an xid)
                 with psycopg.connect(admin, autocommit=True) as killer:
-                    killer.execute(
+                    killed = killer.execute(
                         "SELECT pg_terminate_backend(pid) FROM ("
                         "SELECT pid FROM pg_stat_activity WHERE datname = %s "
                         "AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL "
                         "ORDER BY random() LIMIT 1) victim",
                         (database,),
-                    )
+                    ).fetchall()
+                terminations += killed == [(True,)]
     finally:
         for proc in procs.values():
             proc.kill()
             proc.wait(30)
+        gone(admin, database or "")
+    assert sigkills + terminations >= kills, (sigkills, terminations)
     assert_recovers_and_round_trips(postgres_url, tmp_path)
     assert holes(postgres_url), "no kill landed between allocation and COMMIT"

@@ -205,3 +205,31 @@ def test_import_accepts_a_recorded_hole_and_refuses_it_removed_or_moved(
         pytest.raises(ImportRejectedError, match="where 7 is due"),
     ):
         import_trace(resealed(moved), copy)
+
+
+@pytest.mark.postgres
+def test_a_trace_whose_first_append_died_imports_with_its_root_witness(
+    postgres_url: str,  # noqa: F811 (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Positions 0-1 abandoned: the first logged entry, at 2, cites the root."""
+    with open_trace_store(postgres_url) as store:
+
+        def die(point: str) -> None:
+            if point == "allocated":
+                raise _DiedError
+
+        monkeypatch.setattr(pg, "fault_hook", die)
+        with pytest.raises(_DiedError):
+            store.append(TRUSTED_APPEND_CONTEXT, batch("first:dead"))
+        monkeypatch.setattr(pg, "fault_hook", None)
+        store.append(TRUSTED_APPEND_CONTEXT, batch("first:1"))
+        store.seal()
+        assert details(store) == []
+        lines = exported(store)
+        head = str(store.trace_head())
+    assert any(json.loads(line).get("row_key") == "0-1" for line in lines)
+    with SQLiteTraceStore(tmp_path / "copy.sqlite") as copy:
+        assert import_trace(lines, copy).head == head
+        assert details(copy) == []
