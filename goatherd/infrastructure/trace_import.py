@@ -3,9 +3,10 @@
 Import refuses anything ``verify`` would refuse, and names the line: every
 record id is recomputed from its content, witness bodies and chains, causal
 parents retained before their children, gap-free ordinals and positions
-(positions skip only what a hole line records, ADR 0076), commit receipts, each intent's receipt recomputed from its entries, each new
-context id recomputed and matched against the witnesses of the records placed
-with it, the frontier index against its records, ledger receipts, and each
+(positions skip only what a hole line records, ADR 0076), commit receipts,
+each intent's receipt recomputed from its entries, each new context id
+recomputed and matched against the witnesses of the records placed with it,
+the frontier index against its records, ledger receipts, and each
 checkpoint blob against the ``checkpoint.created`` record that vouches for it
 (the shared rules live in :mod:`goatherd.infrastructure.integrity_rules`), and
 each ledger and checkpoint row against the last ``side`` line that wrote its
