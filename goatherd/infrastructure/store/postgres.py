@@ -77,6 +77,20 @@ BEGIN
         END IF;
         -- Never below what is committed: rows an import wrote took numbers
         -- without the sequences (two index lookups).
+        -- Commit numbers first: a backend terminated inside this function
+        -- between the two draws abandons a commit number (which a hole step
+        -- can record with the positions after it), never positions alone
+        -- (ADR 0076).
+        IF commits > 0 THEN
+            first_commit := nextval('{COMMITS_SEQUENCE}');
+            SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
+            first_commit := GREATEST(first_commit, floor);
+            PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
+            PERFORM pg_advisory_xact_lock_shared(
+                ((first_commit >> 32) | 1073741824)::integer,
+                (first_commit & 4294967295)::bit(32)::integer
+            );
+        END IF;
         IF positions > 0 THEN
             first_position := nextval('{POSITIONS_SEQUENCE}');
             SELECT COALESCE(max(position) + 1, 0) INTO floor FROM path_entries;
@@ -89,16 +103,6 @@ BEGIN
             PERFORM pg_advisory_xact_lock_shared(
                 (first_position >> 32)::integer,
                 (first_position & 4294967295)::bit(32)::integer
-            );
-        END IF;
-        IF commits > 0 THEN
-            first_commit := nextval('{COMMITS_SEQUENCE}');
-            SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
-            first_commit := GREATEST(first_commit, floor);
-            PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
-            PERFORM pg_advisory_xact_lock_shared(
-                ((first_commit >> 32) | 1073741824)::integer,
-                (first_commit & 4294967295)::bit(32)::integer
             );
         END IF;
     EXCEPTION WHEN OTHERS THEN
