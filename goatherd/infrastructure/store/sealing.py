@@ -114,7 +114,10 @@ def _record_holes(
     safe: int,
     safe_position: int,
 ) -> list[Sequence[Any]]:
-    """Record a hole step at each commit number in ``(after, safe]`` no step holds.
+    """Record a hole step at each number in ``(after, safe]`` no step holds.
+
+    Only numbers below the last step there: a number nothing has committed
+    after yet stays as it is (its positions may still be recorded later).
 
     Every allocation at or below the safe marks has ended (ADR 0036), so a
     number no committed row holds there was drawn by a transaction that died
@@ -129,9 +132,14 @@ def _record_holes(
         ``steps`` with the new hole steps in commit order.
     """
     held = {int(row[0]) for row in steps}
-    missing = [seq for seq in range(after + 1, safe + 1) if seq not in held]
+    # Only numbers some committed step follows: a death with nothing after it
+    # changes nothing the trace shows (not even its head) until one commits.
+    missing = [
+        seq for seq in range(after + 1, max(held, default=-1)) if seq not in held
+    ]
     if not missing:
         return steps
+    safe = max(held)
     spans = {
         int(seq): (low, high)
         for seq, low, high in sql.rows(_SPANS_SQL, (after, safe))
