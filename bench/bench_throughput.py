@@ -16,6 +16,11 @@ sqlite-batch            100-record batches / raw 100-row              >= 0.50
 pg-single               single appends per second, one writer         >= 1,500/s
 pg-writers              4 writer processes, aggregate / one writer    >= 2.5
 pg-batch                records per second in 100-record batches      >= 20,000
+pg-allocation           ADR 0076: one writer / raw psycopg, and 4     >= 0.5,
+                        writers / one, for the store as it is         >= 2.0
+                        (holes recorded by the seal) and for
+                        numbers drawn under a row lock held to
+                        COMMIT (gap-free); per wall and CPU second
 memory                  resident memory of a writer process after     <= 64 MB
                         300,000 records (the figure and its growth
                         over the freshly opened store)
@@ -312,38 +317,55 @@ def store_threads(url: str, writers: int, per_writer: int) -> float:
         return writers * per_writer / (time.perf_counter() - start)
 
 
-def _process_writer(url: str, owner: str, count: int, barrier: Any, out: Any) -> None:
+def _process_writer(
+    url: str, owner: str, count: int, barrier: Any, out: Any, gapless: bool = False
+) -> None:
+    if gapless:
+        from goatherd.infrastructure.store import postgres as pg
+
+        pg.ALLOCATE_SQL = GAPLESS_ALLOCATE_SQL  # type: ignore[misc]
     with open_trace_store(url) as store:
         store.append(TRUSTED_APPEND_CONTEXT, single(f"{owner}:warm", owner, -1))
         barrier.wait()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for n in range(count):
             store.append(TRUSTED_APPEND_CONTEXT, single(f"{owner}:{n}", owner, n))
-        out.put((start, time.perf_counter()))
+        out.put((start, time.perf_counter(), time.process_time() - cpu))
 
 
 def store_processes(url: str, writers: int, per_writer: int) -> float:
     """Return the aggregate append rate of ``writers`` processes on one trace."""
+    return store_process_rates(url, writers, per_writer)[0]
+
+
+def store_process_rates(
+    url: str, writers: int, per_writer: int, *, gapless: bool = False
+) -> Rates:
+    """Aggregate appends per wall second and per CPU second of the writers."""
     open_trace_store(url).close()
+    if gapless:
+        install_gapless_allocator(url)
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(writers)
     out = ctx.Queue()
     procs = [
         ctx.Process(
-            target=_process_writer, args=(url, f"agent:p{k}", per_writer, barrier, out)
+            target=_process_writer,
+            args=(url, f"agent:p{k}", per_writer, barrier, out, gapless),
         )
         for k in range(writers)
     ]
     for proc in procs:
         proc.start()
-    spans: list[tuple[float, float]] = [out.get(timeout=600) for _ in procs]
+    spans: list[tuple[float, float, float]] = [out.get(timeout=600) for _ in procs]
     for proc in procs:
         proc.join()
         if proc.exitcode != 0:
             raise RuntimeError(f"writer process exited with {proc.exitcode}")
-    start = min(s for s, _ in spans)
-    end = max(e for _, e in spans)
-    return writers * per_writer / (end - start)
+    start = min(s for s, _, _ in spans)
+    end = max(e for _, e, _ in spans)
+    cpu = sum(c for _, _, c in spans)
+    return writers * per_writer / (end - start), writers * per_writer / max(cpu, 1e-9)
 
 
 # ------------------------------------------------------------------ SQLite
@@ -458,15 +480,77 @@ def _raw_pg_writer(dsn: str, tag: str, count: int, barrier: Any, out: Any) -> No
 
     with psycopg.connect(dsn) as conn:
         barrier.wait()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for n in range(count):
             conn.execute("INSERT INTO t VALUES (%s, %s)", _raw_row(tag, n))
             conn.commit()
-        out.put((start, time.perf_counter()))
+        out.put((start, time.perf_counter(), time.process_time() - cpu))
+
+
+# Option (a) of ADR 0076, measured beside what the store does: positions and
+# commit numbers from a counter row, updated under its row lock, which the
+# transaction holds until it ends. A writer that dies rolls the update back,
+# so nothing is ever abandoned; the price is that every writer waits for the
+# one before it to COMMIT (its inserts and its WAL flush) before it draws.
+_GAPLESS_DDL = (
+    "CREATE TABLE IF NOT EXISTS goatherd_bench_counters "
+    "(k integer PRIMARY KEY, next_position bigint NOT NULL, "
+    "next_commit bigint NOT NULL)",
+    "INSERT INTO goatherd_bench_counters VALUES (0, "
+    "(SELECT COALESCE(max(position) + 1, 0) FROM path_entries), "
+    "(SELECT COALESCE(max(commit_seq) + 1, 0) FROM append_intents)) "
+    "ON CONFLICT (k) DO NOTHING",
+    """
+CREATE OR REPLACE FUNCTION goatherd_allocate_gapless(positions integer, commits integer)
+RETURNS bigint[] LANGUAGE plpgsql AS $fn$
+DECLARE
+    xid bigint := pg_current_xact_id()::text::bigint;
+    p bigint;
+    c bigint;
+BEGIN
+    UPDATE goatherd_bench_counters
+       SET next_position = next_position + positions,
+           next_commit = next_commit + commits
+     WHERE k = 0
+    RETURNING next_position - positions, next_commit - commits INTO p, c;
+    PERFORM pg_advisory_xact_lock_shared(-1,
+        ('goatherd_positions'::regclass::oid::bigint)::bit(32)::integer);
+    IF positions > 0 THEN
+        PERFORM pg_advisory_xact_lock_shared((p >> 32)::integer,
+            (p & 4294967295)::bit(32)::integer);
+    END IF;
+    IF commits > 0 THEN
+        PERFORM pg_advisory_xact_lock_shared(((c >> 32) | 1073741824)::integer,
+            (c & 4294967295)::bit(32)::integer);
+    END IF;
+    RETURN ARRAY[xid, CASE WHEN positions > 0 THEN p ELSE -1 END,
+                 CASE WHEN commits > 0 THEN c ELSE -1 END];
+END
+$fn$""",
+)
+GAPLESS_ALLOCATE_SQL = "SELECT goatherd_allocate_gapless(?, ?)"
+
+
+def install_gapless_allocator(url: str) -> None:
+    """Create option (a)'s allocator beside the store's (writers opt in)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _GAPLESS_DDL:
+                conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
 
 
 def raw_pg(url: str, writers: int, per_writer: int) -> float:
     """Return the aggregate commit rate of raw psycopg one-row transactions."""
+    return raw_pg_rates(url, writers, per_writer)[0]
+
+
+def raw_pg_rates(url: str, writers: int, per_writer: int) -> Rates:
+    """Raw psycopg one-row transactions: per wall second, per client CPU second."""
     import psycopg
 
     reset_postgres(url)
@@ -484,10 +568,12 @@ def raw_pg(url: str, writers: int, per_writer: int) -> float:
     ]
     for proc in procs:
         proc.start()
-    spans: list[tuple[float, float]] = [out.get(timeout=600) for _ in procs]
+    spans: list[tuple[float, float, float]] = [out.get(timeout=600) for _ in procs]
     for proc in procs:
         proc.join()
-    return writers * per_writer / (max(e for _, e in spans) - min(s for s, _ in spans))
+    wall = max(e for _, e, _ in spans) - min(s for s, _, _ in spans)
+    cpu = sum(c for _, _, c in spans)
+    return writers * per_writer / wall, writers * per_writer / max(cpu, 1e-9)
 
 
 def pg_runs(url: str) -> None:
@@ -525,6 +611,60 @@ def pg_runs(url: str) -> None:
         ">= 20,000/s",
         best(batches) >= 20_000,
     )
+
+
+def pg_allocation(url: str) -> None:
+    """ADR 0076: holes recorded by the seal (the store) vs numbers drawn at commit.
+
+    Interleaved rounds of raw psycopg, the store as it is (``recorded``: the
+    sequences, holes recorded later) and the store with option (a)'s
+    allocator (``gapless``), 1 and 4 writer processes each; best of each.
+    Targets: one writer >= 0.5 of raw psycopg, 4 writers >= 2x one.
+    """
+    per = _scale(1000)
+    runs: dict[str, list[Rates]] = {}
+    for _ in range(_repeat()):
+        for writers in (1, PG_WRITERS):
+            runs.setdefault(f"raw/{writers}", []).append(
+                raw_pg_rates(url, writers, per)
+            )
+            for name, gapless in (("recorded", False), ("gapless", True)):
+                reset_postgres(url)
+                runs.setdefault(f"{name}/{writers}", []).append(
+                    store_process_rates(url, writers, per, gapless=gapless)
+                )
+    reset_postgres(url)
+    raw1, raw4 = runs["raw/1"], runs[f"raw/{PG_WRITERS}"]
+    print(
+        f"pg raw psycopg    1 writer {best_of(raw1, 0):,.0f}/s "
+        f"({best_of(raw1, 1):,.0f} per CPU s), {PG_WRITERS} writers "
+        f"{best_of(raw4, 0):,.0f}/s ({best_of(raw4, 1):,.0f} per CPU s)"
+    )
+    for name in ("recorded", "gapless"):
+        one, many = runs[f"{name}/1"], runs[f"{name}/{PG_WRITERS}"]
+        print(
+            f"pg {name:<14} 1 writer {best_of(one, 0):,.0f}/s "
+            f"({best_of(one, 1):,.0f} per CPU s), {PG_WRITERS} writers "
+            f"{best_of(many, 0):,.0f}/s ({best_of(many, 1):,.0f} per CPU s)"
+        )
+        vs_raw = best_of(one, 0) / best_of(raw1, 0)
+        report(
+            f"pg-{name}-raw",
+            f"one writer {best_of(one, 0):,.0f}/s vs raw psycopg "
+            f"{best_of(raw1, 0):,.0f}/s",
+            vs_raw,
+            ">= 0.5",
+            vs_raw >= 0.5,
+        )
+        scale = best_of(many, 0) / best_of(one, 0)
+        report(
+            f"pg-{name}-4w",
+            f"{PG_WRITERS} writers {best_of(many, 0):,.0f}/s vs one "
+            f"{best_of(one, 0):,.0f}/s",
+            scale,
+            ">= 2.0",
+            scale >= 2.0,
+        )
 
 
 # ------------------------------------------------------------------ memory
@@ -617,6 +757,9 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "pg": lambda: pg_runs(url) if (url := pg_url()) else print("pg: skipped"),
     "memory": memory,
     "flat": flat,
+    "pg-allocation": lambda: (
+        pg_allocation(url) if (url := pg_url()) else print("pg-allocation: skipped")
+    ),
 }
 
 

@@ -14,7 +14,9 @@ and column and the check that covers it):
   rows), every parent stored, and no record before its parents in the log;
 * **ordinals** and **log**: gap-free per-path ordinals that follow the log
   order, the owner ordinal table, gap-free global positions with their commit
-  receipts, the next commit sequence;
+  receipts (a gap only where a hole step records positions a dead PostgreSQL
+  writer abandoned, and no hole over an entry: ADR 0076), the next commit
+  sequence;
 * **placement**: every record on a path, each record and witness credited to
   the intent that first placed it;
 * **intents**: each receipt recomputed from its entries, batch digests and

@@ -7,6 +7,7 @@ module docstring of :mod:`goatherd.infrastructure.integrity` lists the checks.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -51,6 +52,7 @@ from goatherd.infrastructure.integrity_rules import (
     witness_kind_label,
 )
 from goatherd.infrastructure.store import schema
+from goatherd.infrastructure.store.chain import HOLE_TABLE, parse_hole_key
 from goatherd.infrastructure.store.schema import (
     META_NEXT_COMMIT,
     META_SCHEMA,
@@ -390,12 +392,24 @@ class Verifier:
             (e for e in self.rows.entries if e.position is not None),
             key=lambda e: e.position or 0,
         )
+        holes = self._holes(logged)
         count = 0
         for entry in logged:
+            while holes and holes[0][1] <= (entry.position or 0):
+                seq, first, last = holes.pop(0)
+                if first > count:
+                    self.report(
+                        "log",
+                        f"hole step {seq} starts at position {first} "
+                        f"where {count} was due{_UNRECORDED}",
+                        None,
+                    )
+                count = max(count, last + 1)
             if entry.position != count:
                 self.report(
                     "log",
-                    f"position {entry.position} where {count} was due",
+                    f"position {entry.position} where {count} was due"
+                    + (_UNRECORDED if (entry.position or 0) > count else ""),
                     entry.record_id,
                 )
             if entry.receipt != f"commit:{entry.position}":
@@ -405,11 +419,67 @@ class Verifier:
                     entry.record_id,
                 )
             count = (entry.position or 0) + 1
+        for seq, first, last in holes:
+            if first > count:
+                self.report(
+                    "log",
+                    f"hole step {seq} starts at position {first} where {count} "
+                    f"was due{_UNRECORDED}",
+                    None,
+                )
+            count = max(count, last + 1)
         stored = self.rows.meta.get(META_NEXT_COMMIT)
         if stored is None or not self._counter_agrees(stored, count):
             self.report(
                 "log", f"next commit sequence {stored} but {count} positions", None
             )
+
+    def _holes(self, logged: list[EntryRow]) -> list[tuple[int, int, int]]:
+        """The positions the hole steps record: ``(commit, first, last)`` sorted.
+
+        Each must start where the log (with the holes before it) leaves off,
+        and hold no entry: a forged hole over a real record is named here.
+        """
+        spans: list[tuple[int, int, int]] = []
+        for step in sorted(self.rows.side or (), key=lambda s: s.commit_seq):
+            if step.table_name != HOLE_TABLE:
+                continue
+            try:
+                span = parse_hole_key(step.row_key)
+            except ValueError as exc:
+                self.report("log", f"hole step {step.commit_seq}: {exc}", None)
+                continue
+            if step.row_digest is not None:
+                self.report(
+                    "log",
+                    f"hole step {step.commit_seq} has a row digest "
+                    f"{step.row_digest!r} (a hole writes no row)",
+                    None,
+                )
+            if span is not None:
+                spans.append((step.commit_seq, *span))
+        spans.sort(key=lambda span: span[1])
+        positions = [entry.position or 0 for entry in logged]
+        previous = -1
+        for seq, first, last in spans:
+            if first <= previous:
+                self.report(
+                    "log",
+                    f"hole step {seq} records positions {first}-{last}, which "
+                    f"overlap an earlier hole step (up to {previous})",
+                    None,
+                )
+            previous = max(previous, last)
+            index = bisect.bisect_left(positions, first)
+            while index < len(positions) and positions[index] <= last:
+                self.report(
+                    "log",
+                    f"hole step {seq} records position {positions[index]} as "
+                    "abandoned, but it holds a record",
+                    logged[index].record_id,
+                )
+                index += 1
+        return spans
 
     def _counter_agrees(self, stored: str, count: int) -> bool:
         """SQLite keeps the counter exact; on PostgreSQL it is only a floor.
@@ -779,6 +849,8 @@ class Verifier:
             return  # before schema v3: the upgrade chains the rows as found
         latest: dict[tuple[str, str], SideRow] = {}
         for step in sorted(steps, key=lambda s: s.commit_seq):
+            if step.table_name == HOLE_TABLE:
+                continue  # no row: check_log checks the positions it records
             if step.table_name not in SIDE_TABLES:
                 self.report(
                     "side writes",
@@ -892,6 +964,12 @@ class Verifier:
                 f"committed at {committed:%Y-%m-%d %H:%M:%S}",
                 record.record_id,
             )
+
+
+_UNRECORDED: Final = (
+    " (no hole step records the positions between: a PostgreSQL writer that "
+    "died before its COMMIT leaves such a gap until a writer seals)"
+)
 
 
 def _side_problem(step: SideRow | None, digest: str | None) -> str | None:

@@ -2,10 +2,11 @@
 
 Import refuses anything ``verify`` would refuse, and names the line: every
 record id is recomputed from its content, witness bodies and chains, causal
-parents retained before their children, gap-free ordinals and positions,
-commit receipts, each intent's receipt recomputed from its entries, each new
-context id recomputed and matched against the witnesses of the records placed
-with it, the frontier index against its records, ledger receipts, and each
+parents retained before their children, gap-free ordinals and positions
+(positions skip only what a hole line records, ADR 0076), commit receipts,
+each intent's receipt recomputed from its entries, each new context id
+recomputed and matched against the witnesses of the records placed with it,
+the frontier index against its records, ledger receipts, and each
 checkpoint blob against the ``checkpoint.created`` record that vouches for it
 (the shared rules live in :mod:`goatherd.infrastructure.integrity_rules`), and
 each ledger and checkpoint row against the last ``side`` line that wrote its
@@ -54,7 +55,12 @@ from goatherd.infrastructure.integrity_rules import (
     ledger_refs,
 )
 from goatherd.infrastructure.store import postgres as pg
-from goatherd.infrastructure.store.chain import SideContent, side_digest
+from goatherd.infrastructure.store.chain import (
+    HOLE_TABLE,
+    SideContent,
+    parse_hole_key,
+    side_digest,
+)
 from goatherd.infrastructure.store.codec import storage_json
 from goatherd.infrastructure.store.driver import Driver
 from goatherd.infrastructure.store.engine import postgres_engine
@@ -200,6 +206,10 @@ def import_trace(
             steps += chain_unchained_side_rows(driver)
         if driver.postgres:
             driver.run(pg.sequence_restart(pg.COMMITS_SEQUENCE, steps))
+            # Past every hole too: max(position) + 1 could fall inside one.
+            driver.run(
+                pg.sequence_restart(pg.POSITIONS_SEQUENCE, importer.next_position)
+            )
         head = seal(driver)
         importer.check_head(str(head))
         return replace(summary, head=str(head), side_writes=steps - summary.intents)
@@ -241,6 +251,8 @@ class _Importer:
     in_ledger: bool = False
     next_ordinal: dict[str, int] = field(default_factory=dict)
     next_position: int = 0
+    logged: bool = False
+    """Whether an earlier intent line placed a logged entry."""
     checkpoints: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     blobs: set[str] = field(default_factory=set)
     ledger_ids: set[str] = field(default_factory=set)
@@ -336,8 +348,15 @@ class _Importer:
     def _intent(self, obj: dict[str, Any]) -> None:
         if self.in_ledger:
             raise ValueError("an intent line after the ledger and checkpoint lines")
-        prover = IntentProver(obj, self.lookup, self.next_ordinal, self.next_position)
+        prover = IntentProver(
+            obj,
+            self.lookup,
+            self.next_ordinal,
+            self.next_position,
+            first_logged=not self.logged,
+        )
         rows = prover.prove()
+        self.logged = self.logged or prover.next_position > prover.first_position
         for table, values in rows.tables:
             if table is append_intents:
                 # Commit numbers follow the lines (the export's commit order),
@@ -363,6 +382,9 @@ class _Importer:
         if self.in_ledger:
             raise ValueError("a side line after the ledger and checkpoint lines")
         table = _text(obj, "table", empty=False)
+        if table == HOLE_TABLE:
+            self._hole(obj)
+            return
         if table not in SIDE_TABLES:
             raise ValueError(f"side table {table!r} is not one of {list(SIDE_TABLES)}")
         key = _text(obj, "row_key", empty=False)
@@ -385,6 +407,32 @@ class _Importer:
             },
         )
         self.latest[table, key] = (self.number, digest)
+        self.steps += 1
+        self.side_lines += 1
+
+    def _hole(self, obj: dict[str, Any]) -> None:
+        """A commit number (and positions) a dead writer abandoned (ADR 0076)."""
+        key = _text(obj, "row_key", empty=False)
+        span = parse_hole_key(key)
+        if obj["row_digest"] is not None:
+            raise ValueError("a hole line's row_digest must be null")
+        if span is not None:
+            if span[0] != self.next_position:
+                raise ValueError(
+                    f"hole of log positions {key} where {self.next_position} is due"
+                )
+            self.next_position = span[1] + 1
+        content = SideContent(self.steps, HOLE_TABLE, key, None)
+        self.conn.execute(
+            insert(side_writes),
+            {
+                "commit_seq": self.steps,
+                "table_name": HOLE_TABLE,
+                "row_key": key,
+                "row_digest": None,
+                "commit_digest": side_digest(content),
+            },
+        )
         self.steps += 1
         self.side_lines += 1
 

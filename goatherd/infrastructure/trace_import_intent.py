@@ -211,11 +211,19 @@ class IntentProver:
         lookup: Lookup,
         next_ordinal: dict[str, int],
         next_position: int,
+        first_logged: bool | None = None,
     ) -> None:
-        """Prove ``obj``; ``next_ordinal`` is advanced in place."""
+        """Prove ``obj``; ``next_ordinal`` is advanced in place.
+
+        ``first_logged``: no earlier line placed a logged entry (then this
+        line's first entry cites the root witness); by default, whether
+        ``next_position`` is 0. Positions a hole line records (ADR 0076) may
+        precede the first logged entry.
+        """
         self.obj = obj
         self.lookup = lookup
         self.next_ordinal = next_ordinal
+        self.first_logged = next_position == 0 if first_logged is None else first_logged
         self.first_position = next_position
         self.next_position = next_position
         self.line = _Line()
@@ -539,7 +547,7 @@ class IntentProver:
             for rid in self.line.first_position
             if (known := self._known(rid)) is not None
         }
-        if self.line.first_position and self.first_position == 0:
+        if self.line.first_position and self.first_logged:
             cited.add(root_witness_record_id())
         for record_id, known in self.line.records.items():
             if record_id not in placed:

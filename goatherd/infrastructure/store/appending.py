@@ -157,6 +157,8 @@ def run_group(reader: StoreReader, members: Sequence[Member]) -> list[MemberPlan
     txid = _bind(reader.driver, plans, state, postgres)
     _chain(plans, state, postgres)
     persist_group(reader, plans, state, txid=txid, counters=not postgres)
+    if postgres:
+        pg.reached("written")
     for member in members:
         if member.outcome is not None and member.outcome.plan is not None:
             plan = member.outcome.plan
@@ -180,6 +182,7 @@ def _bind(
         return None
     ((numbers,),) = sql.rows(pg.ALLOCATE_SQL, (state.positions, state.commits))
     txid, first_position, first_commit = (int(n) for n in numbers)
+    pg.reached("allocated")
     for plan in plans:
         plan.bind(max(first_position, 0), max(first_commit, 0))
     state.positions += max(first_position, 0)

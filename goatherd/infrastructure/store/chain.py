@@ -27,6 +27,15 @@ next commit number, and its commit digest covers ``{"side": table,
 from an append commit's object); ``row_digest`` is :func:`row_digest` of the
 row it left, ``null`` for a delete.
 
+A **hole step** (table :data:`HOLE_TABLE`, ADR 0076) is the side step that
+takes a commit number a PostgreSQL writer drew and never committed (it died,
+or its backend was terminated, between drawing its numbers and ``COMMIT``).
+:func:`seal` records one for every such number below the safe high-water
+mark; its row key names the log positions that writer drew and abandoned
+(:func:`hole_key`), its row digest is ``null``. ``verify``, ``export`` and
+``import`` accept a gap in the positions or commit numbers that hole steps
+record, and nothing else.
+
 ``meta.head`` holds ``<commits> <head digest>`` after the last linked commit.
 On SQLite every commit links itself inside its transaction. PostgreSQL
 writers commit in any order, so each stores its commit digest and
@@ -53,13 +62,16 @@ __all__ = [
     "CommitContent",
     "FrontierRow",
     "GENESIS",
+    "HOLE_TABLE",
     "SideContent",
     "TraceHead",
     "commit_digest",
     "commit_time",
     "format_head",
+    "hole_key",
     "link",
     "parse_head",
+    "parse_hole_key",
     "row_digest",
     "side_digest",
     "step_digest",
@@ -165,6 +177,47 @@ class SideContent:
     def label(self) -> str:
         """``<table> '<row key>'``, as problems name the step."""
         return f"{self.table_name} {self.row_key!r}"
+
+
+HOLE_TABLE: Final = "goatherd:hole"
+"""The pseudo table of hole steps: commit numbers a dead writer abandoned."""
+
+_NO_POSITIONS: Final = "-"
+
+
+def hole_key(positions: tuple[int, int] | None) -> str:
+    """Return a hole step's row key: ``<first>-<last>`` positions, or ``-``."""
+    if positions is None:
+        return _NO_POSITIONS
+    first, last = positions
+    return f"{first}-{last}"
+
+
+def parse_hole_key(key: str) -> tuple[int, int] | None:
+    """Return the positions ``(first, last)`` a hole step records, or ``None``.
+
+    Raises:
+        ValueError: a key that is not ``-`` or ``<first>-<last>`` with
+            ``0 <= first <= last`` (written in plain decimal digits).
+    """
+    if key == _NO_POSITIONS:
+        return None
+    first, sep, last = key.partition("-")
+    if not (
+        sep
+        and first.isascii()
+        and first.isdigit()
+        and last.isascii()
+        and last.isdigit()
+        and len(key) <= 41
+        and str(int(first)) == first
+        and str(int(last)) == last
+        and int(first) <= int(last)
+    ):
+        raise ValueError(
+            f"hole key {key[:60]!r} is not '-' or '<first>-<last>' positions"
+        )
+    return int(first), int(last)
 
 
 def side_digest(content: SideContent) -> str:

@@ -17,23 +17,35 @@ positions sequence), so traces in other schemas of the same database never
 hold a reader back. Every position at or below it has ended: committed (so
 visible to the reader's next statement) or rolled back for good. A follower
 reading up to it never passes a position that commits later. A transaction
-that dies after allocating leaves its positions unused (ADR 0036).
+that dies after allocating leaves its positions and commit numbers unused
+(ADR 0036); the next seal records them below the safe mark as hole steps of
+the chain, so ``verify``, ``export`` and ``import`` accept those gaps and no
+other (ADR 0076).
+
+:data:`FAULT_POINTS` names the places between drawing the numbers and
+``COMMIT`` where a writer can die; :func:`reached` calls :data:`fault_hook`
+there (``None`` outside the fault tests), so a test can kill the process or
+terminate its backend at exactly each of them.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Final
 
 __all__ = [
     "ALLOCATE_SQL",
     "COMMITS_SEQUENCE",
     "DDL",
+    "FAULT_POINTS",
     "INT64_MAX",
     "POSITIONS_SEQUENCE",
     "SAFE_SQL",
     "TRACE_SALT",
+    "fault_hook",
     "lock_key",
+    "reached",
     "sequence_restart",
 ]
 
@@ -65,6 +77,20 @@ BEGIN
         END IF;
         -- Never below what is committed: rows an import wrote took numbers
         -- without the sequences (two index lookups).
+        -- Commit numbers first: a backend terminated inside this function
+        -- between the two draws abandons a commit number (which a hole step
+        -- can record with the positions after it), never positions alone
+        -- (ADR 0076).
+        IF commits > 0 THEN
+            first_commit := nextval('{COMMITS_SEQUENCE}');
+            SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
+            first_commit := GREATEST(first_commit, floor);
+            PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
+            PERFORM pg_advisory_xact_lock_shared(
+                ((first_commit >> 32) | 1073741824)::integer,
+                (first_commit & 4294967295)::bit(32)::integer
+            );
+        END IF;
         IF positions > 0 THEN
             first_position := nextval('{POSITIONS_SEQUENCE}');
             SELECT COALESCE(max(position) + 1, 0) INTO floor FROM path_entries;
@@ -77,16 +103,6 @@ BEGIN
             PERFORM pg_advisory_xact_lock_shared(
                 (first_position >> 32)::integer,
                 (first_position & 4294967295)::bit(32)::integer
-            );
-        END IF;
-        IF commits > 0 THEN
-            first_commit := nextval('{COMMITS_SEQUENCE}');
-            SELECT COALESCE(max(commit_seq) + 1, 0) INTO floor FROM append_intents;
-            first_commit := GREATEST(first_commit, floor);
-            PERFORM setval('{COMMITS_SEQUENCE}', first_commit + commits - 1);
-            PERFORM pg_advisory_xact_lock_shared(
-                ((first_commit >> 32) | 1073741824)::integer,
-                (first_commit & 4294967295)::bit(32)::integer
             );
         END IF;
     EXCEPTION WHEN OTHERS THEN
@@ -176,6 +192,25 @@ SAFE_SQL: Final = "SELECT goatherd_safe()"
 """Returns ``[safe position, safe commit number]`` (the readers' high-water mark)."""
 
 ALLOCATE_SQL: Final = "SELECT goatherd_allocate(?, ?)"
+
+
+FAULT_POINTS: Final = ("allocated", "written", "committing", "side-allocated")
+"""Where a PostgreSQL writer holds drawn numbers it has not committed yet.
+
+``allocated``: an append group's positions and commit numbers were drawn;
+``written``: its rows were sent; ``committing``: any write transaction is
+about to ``COMMIT``; ``side-allocated``: a side step's commit number was drawn.
+"""
+
+fault_hook: Callable[[str], None] | None = None
+"""Called with the point's name at each of :data:`FAULT_POINTS` (fault tests)."""
+
+
+def reached(point: str) -> None:
+    """Run :data:`fault_hook` at ``point`` (one of :data:`FAULT_POINTS`)."""
+    hook = fault_hook
+    if hook is not None:
+        hook(point)
 
 
 def lock_key(kind: str, name: str) -> int:

@@ -28,6 +28,7 @@ from goatherd.domain.errors import TraceStoreError
 from goatherd.infrastructure.store import postgres as pg
 from goatherd.infrastructure.store.chain import (
     GENESIS,
+    HOLE_TABLE,
     ChainProblem,
     ChainReport,
     CommitContent,
@@ -35,8 +36,10 @@ from goatherd.infrastructure.store.chain import (
     TraceHead,
     commit_digest,
     contents_from_rows,
+    hole_key,
     link,
     meta_value,
+    parse_hole_key,
     parse_meta,
     side_digest,
     step_digest,
@@ -80,9 +83,14 @@ def seal(sql: Driver) -> TraceHead:
         previous, after = head, commits - 1
     links: list[tuple[str, str]] = []
     side_links: list[tuple[str, int]] = []
-    safe = _safe_commit(sql)
-    for seq, intent_id, digest, table in sql.rows(_UNLINKED_SQL, (after, after)):
-        if seq > safe:  # a writer below may still be finishing (PostgreSQL)
+    safe_position, safe = _safe_marks(sql)
+    steps: list[Sequence[Any]] = [
+        row for row in sql.rows(_UNLINKED_SQL, (after, after)) if int(row[0]) <= safe
+    ]  # above safe, a writer below may still be finishing (PostgreSQL)
+    if sql.postgres:
+        steps = _record_holes(sql, steps, after, safe, safe_position)
+    for seq, intent_id, digest, table in steps:
+        if int(seq) != commits:  # a gap no hole step records: verify names it
             break
         previous = link(previous, digest)
         if table is None:
@@ -99,6 +107,87 @@ def seal(sql: Driver) -> TraceHead:
     return TraceHead(commits, previous)
 
 
+def _record_holes(
+    sql: Driver,
+    steps: list[Sequence[Any]],
+    after: int,
+    safe: int,
+    safe_position: int,
+) -> list[Sequence[Any]]:
+    """Record a hole step at each number in ``(after, safe]`` no step holds.
+
+    Only numbers below the last step there: a number nothing has committed
+    after yet stays as it is (its positions may still be recorded later).
+
+    Every allocation at or below the safe marks has ended (ADR 0036), so a
+    number no committed row holds there was drawn by a transaction that died
+    before its ``COMMIT`` and can never be used (ADR 0076). Allocations draw
+    positions and commit numbers in one order, so the positions such a
+    writer abandoned are the gap between the positions of the steps around
+    it; the first hole step of a run of holes records that gap (the others
+    record none). A gap that no hole step can own (rows removed from the
+    log) is left for ``verify`` to name.
+
+    Returns:
+        ``steps`` with the new hole steps in commit order.
+    """
+    held = {int(row[0]) for row in steps}
+    # Only numbers some committed step follows: a death with nothing after it
+    # changes nothing the trace shows (not even its head) until one commits.
+    missing = [
+        seq for seq in range(after + 1, max(held, default=-1)) if seq not in held
+    ]
+    if not missing:
+        return steps
+    safe = max(held)
+    spans = {
+        int(seq): (low, high)
+        for seq, low, high in sql.rows(_SPANS_SQL, (after, safe))
+        if low is not None
+    }
+    if spans:
+        ((below,),) = sql.rows(_BELOW_SQL, (min(low for low, _ in spans.values()),))
+    else:  # positions below the safe mark may be a later commit's (ADR 0076)
+        ((below,),) = sql.rows(_LINKED_TOP_SQL, (after,))
+    previous = max(int(below), _last_recorded_position(sql))
+    top = max((high for _, high in spans.values()), default=previous)
+    ((above,),) = sql.rows(_ABOVE_SQL, (max(top, previous),))
+    ceiling = min(safe_position, (pg.INT64_MAX if above is None else int(above)) - 1)
+    keys: dict[int, tuple[int, int] | None] = dict.fromkeys(missing)
+    pending: list[int] = []
+    holes = set(missing)
+    for seq in range(after + 1, safe + 1):
+        if seq in holes:
+            pending.append(seq)
+            continue
+        span = spans.get(seq)
+        if span is None:
+            continue
+        if pending and span[0] > previous + 1:
+            keys[pending[0]] = (previous + 1, span[0] - 1)
+        pending, previous = [], max(previous, span[1])
+    if pending and ceiling > previous:
+        keys[pending[0]] = (previous + 1, ceiling)
+    rows = []
+    for seq in missing:
+        content = SideContent(seq, HOLE_TABLE, hole_key(keys[seq]), None)
+        rows.append(
+            (seq, HOLE_TABLE, content.row_key, None, side_digest(content), None)
+        )
+    sql.run_many(_INSERT_SIDE_SQL, rows)
+    added = [(row[0], None, row[4], HOLE_TABLE) for row in rows]
+    return sorted([*steps, *added], key=lambda row: int(row[0]))
+
+
+def _last_recorded_position(sql: Driver) -> int:
+    """The last position a hole step records, ``-1`` for none."""
+    for (key,) in sql.rows(_LAST_HOLE_SQL, (HOLE_TABLE,)):
+        span = parse_hole_key(str(key))
+        if span is not None:
+            return span[1]
+    return -1
+
+
 def write_side_step(sql: Driver, table: str, key: str, row_digest: str | None) -> int:
     """Chain one write to a side table; return its commit number (ADR 0064).
 
@@ -111,6 +200,7 @@ def write_side_step(sql: Driver, table: str, key: str, row_digest: str | None) -
     if sql.postgres:
         ((numbers,),) = sql.rows(pg.ALLOCATE_SQL, (0, 1))
         seq = int(numbers[2])
+        pg.reached("side-allocated")
         digest = side_digest(SideContent(seq, table, key, row_digest))
         sql.run(_INSERT_SIDE_SQL, (seq, table, key, row_digest, digest, None))
         return seq
@@ -175,7 +265,7 @@ def linked_head(sql: Driver, *, side: bool = True) -> TraceHead | None:
     )
     complete = True
     for seq, _, digest, _ in sql.rows(query, params):
-        if seq > safe:
+        if seq > safe or int(seq) != commits:  # unfinished, or a hole not recorded
             complete = False
             break
         if digest is None:
@@ -300,7 +390,17 @@ class _Walk:
         intent_id = self.who[0]
         stored_digest, stored_head = intent[4], intent[5]
         if seq != self.seen + 1:
-            self.report(seq, intent_id, f"commit {self.seen + 1} is missing")
+            self.report(
+                seq,
+                intent_id,
+                f"commit {self.seen + 1} is missing"
+                + (
+                    " (no hole step records it: a PostgreSQL writer that died "
+                    "before its COMMIT leaves such a gap until a writer seals)"
+                    if self.postgres and self.seen + 1 >= self.linked
+                    else ""
+                ),
+            )
         self.seen = seq
         digest: str | None = None
         self._check_stored(seq, intent_id, stored_digest, stored_head)
@@ -460,10 +560,34 @@ _INSERT_SIDE_SQL = (
 
 def _safe_commit(sql: Driver) -> int:
     """The highest commit number every writer below has finished (ADR 0036)."""
+    return _safe_marks(sql)[1]
+
+
+def _safe_marks(sql: Driver) -> tuple[int, int]:
+    """The safe position and commit number (ADR 0036); unbounded on SQLite."""
     if not sql.postgres:
-        return pg.INT64_MAX
+        return pg.INT64_MAX, pg.INT64_MAX
     ((safe,),) = sql.rows(pg.SAFE_SQL)
-    return int(safe[1])
+    return int(safe[0]), int(safe[1])
+
+
+# Positions of the append commits in a range of commit numbers.
+_SPANS_SQL = (
+    "SELECT i.commit_seq, MIN(e.position), MAX(e.position) FROM append_intents i "
+    "JOIN path_entries e ON e.append_intent_id = i.append_intent_id "
+    "WHERE i.commit_seq > ? AND i.commit_seq <= ? AND e.position IS NOT NULL "
+    "GROUP BY i.commit_seq"
+)
+_BELOW_SQL = "SELECT COALESCE(MAX(position), -1) FROM path_entries WHERE position < ?"
+_LINKED_TOP_SQL = (
+    "SELECT COALESCE(MAX(e.position), -1) FROM path_entries e JOIN append_intents i "
+    "ON i.append_intent_id = e.append_intent_id WHERE i.commit_seq <= ?"
+)
+_ABOVE_SQL = "SELECT MIN(position) FROM path_entries WHERE position > ?"
+_LAST_HOLE_SQL = (
+    "SELECT row_key FROM side_writes WHERE table_name = ? AND row_key <> '-' "
+    "ORDER BY commit_seq DESC LIMIT 1"
+)
 
 
 _UNLINKED_V2_SQL = (

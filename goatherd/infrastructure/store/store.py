@@ -669,10 +669,14 @@ class SqlAlchemyTraceStore:
         return verify_chain(driver, legacy=self._legacy, side=self._side).head
 
     def _link_if_needed(self) -> None:
-        """Link a trace a previous version (or an import) left unlinked."""
+        """Link a trace a previous version (or an import) left unlinked.
+
+        On PostgreSQL every writer seals when it opens, which also records the
+        numbers a writer that died before its ``COMMIT`` abandoned (ADR 0076).
+        """
         with self._reading() as reader:
             _, digest = read_head(reader.driver)
-        if digest is None:
+        if digest is None or self._postgres:
             self.seal()
 
     def seal(self) -> TraceHead:
@@ -1315,10 +1319,12 @@ def _pipelined(raw: Any, work: Callable[[], _R], pipeline: bool = True) -> _R:
     try:
         if not pipeline:
             result = work()
+            pg.reached("committing")
             raw.commit()
             return result
         with raw.pipeline():
             result = work()
+            pg.reached("committing")
             raw.commit()
     except BaseException:
         _rollback(raw, True)
