@@ -33,7 +33,7 @@ VERSION: Final = "0.1.0"
 _EPILOG: Final = (
     f"The trace is --db DB (a path or an SQLAlchemy URL; default ${DB_ENV}). "
     "Exit codes: 0 ok, 1 failed, 2 usage error, 3 address in use (traceui), "
-    "130 interrupted."
+    "4 erased bytes may remain (redact), 130 interrupted."
 )
 
 Subparsers = argparse._SubParsersAction
@@ -430,6 +430,14 @@ def _moving(sub: Subparsers[argparse.ArgumentParser]) -> None:
         metavar="REDACTION_ID",
         help="the redaction's intent id (default: derived from the ids and reason, "
         "so a rerun replays)",
+    )
+    redact.add_argument(
+        "--wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="PostgreSQL: how long to wait for table locks and old snapshots "
+        "(default 30)",
     )
     redact.add_argument(
         "--no-compact",

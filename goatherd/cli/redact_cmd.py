@@ -53,6 +53,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
             ids,
             args.reason,
             compact=not args.no_compact,
+            wait_seconds=args.wait,
         )
     if args.json:
         emit_json(_data(redaction, intent))
