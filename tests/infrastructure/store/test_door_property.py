@@ -260,7 +260,9 @@ def session_records(all_session_records: list[Record]) -> list[Record]:
 @pytest.mark.xfail(
     strict=True,
     reason="open: the door does not check that a blob holder holds the snapshot "
-    "a checkpoint.created record names; verify names it (the blob store check)",
+    "a checkpoint.created (or the diff a run_output.sealed) record names; verify "
+    "names it (the blob store check). A door check breaks tests/golden, whose "
+    "fixtures append such records without their bytes",
 )
 def test_a_checkpoint_record_naming_a_snapshot_no_holder_holds_is_refused(
     all_session_records: list[Record],
