@@ -27,6 +27,7 @@ from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
     AppendBatch,
     AppendGroup,
+    CutSpec,
     Record,
     RecordDraft,
 )
@@ -342,3 +343,45 @@ def test_real_runtime_records_replayed_on_postgres_obey_the_door(
         _one_batch(pg_store, data.draw(_replayed(session_records)), known)
 
     run()
+
+
+def _frontier_batch() -> AppendBatch:
+    drafts = (
+        RecordDraft("capture", "app.step.v1", {}),
+        RecordDraft("capture", FRONTIER_SCHEMA_REF, {}),
+    )
+    return AppendBatch("door:frontier", (AppendGroup("agent:a", fact_drafts=drafts),))
+
+
+def _refuses_a_frontier_record(store: SqlAlchemyTraceStore) -> None:
+    # Found by the property above: it used to be stored, and verify then named
+    # "a frontier record without its index row" (only publish_cut writes one).
+    before = table_rows(store.engine)
+    with pytest.raises(BatchShapeError, match="only publish_cut records a frontier"):
+        store.append(TRUSTED_APPEND_CONTEXT, _frontier_batch())
+    assert table_rows(store.engine) == before
+    first = store.append(
+        TRUSTED_APPEND_CONTEXT,
+        AppendBatch(
+            "door:ok",
+            (
+                AppendGroup(
+                    "agent:a", fact_drafts=(RecordDraft("capture", "app.step.v1", {}),)
+                ),
+            ),
+        ),
+    ).fact_ids[0]
+    store.publish_cut(TRUSTED_APPEND_CONTEXT, CutSpec("cut:1", "agent:a", first))
+    assert verify_trace(store).ok
+
+
+def test_a_frontier_record_outside_publish_cut_is_refused_sqlite() -> None:
+    with SQLiteTraceStore() as store:
+        _refuses_a_frontier_record(store)
+
+
+@pytest.mark.postgres
+def test_a_frontier_record_outside_publish_cut_is_refused_postgres(
+    pg_store: SqlAlchemyTraceStore,
+) -> None:
+    _refuses_a_frontier_record(pg_store)
