@@ -12,6 +12,7 @@ Exit codes:
     1  the command failed: bad input, a failed check (``verify``), an error
     2  usage error (unknown command or option, no trace named)
     3  ``traceui``: the address is already in use
+    4  ``redact``: the erasure was recorded, but erased bytes may remain
     130 interrupted
 
 Start-up stays light: the parser imports nothing beyond the standard

@@ -8,6 +8,7 @@ __all__ = [
     "CommandError",
     "EXIT_ADDRESS_IN_USE",
     "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
@@ -17,6 +18,8 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_ADDRESS_IN_USE: Final = 3
+EXIT_INCOMPLETE: Final = 4
+"""``redact``: the erasure was recorded, but erased bytes may remain."""
 EXIT_INTERRUPTED: Final = 130
 
 

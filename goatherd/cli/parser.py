@@ -33,7 +33,7 @@ VERSION: Final = "0.1.0"
 _EPILOG: Final = (
     f"The trace is --db DB (a path or an SQLAlchemy URL; default ${DB_ENV}). "
     "Exit codes: 0 ok, 1 failed, 2 usage error, 3 address in use (traceui), "
-    "130 interrupted."
+    "4 erased bytes may remain (redact), 130 interrupted."
 )
 
 Subparsers = argparse._SubParsersAction
@@ -409,6 +409,49 @@ def _moving(sub: Subparsers[argparse.ArgumentParser]) -> None:
         legacy_db=True,
     )
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    redact = _command(
+        sub,
+        "redact",
+        "redact_cmd:cmd_redact",
+        "erase records' payloads by a recorded redaction, then say what remains",
+        trace="write",
+        description=(
+            "Erase the payloads of RECORD_ID... by a recorded redaction. SQLite: the "
+            "WAL is checkpointed and truncated and the file read back. PostgreSQL: "
+            "VACUUM (FULL) of the payload tables (it locks them while it runs), "
+            "CHECKPOINT and pg_switch_wal() where the role may, then the table "
+            "files and pg_wal read back. Exit 0: complete; 4: bytes may remain "
+            "(one line each)."
+        ),
+    )
+    redact.add_argument(
+        "record_ids",
+        nargs="+",
+        metavar="RECORD_ID",
+        help="a record id or unique prefix",
+    )
+    redact.add_argument("--reason", required=True, help="why (recorded in the trace)")
+    redact.add_argument(
+        "--id",
+        dest="redaction_id",
+        default=None,
+        metavar="REDACTION_ID",
+        help="the redaction's intent id (default: derived from the ids and reason, "
+        "so a rerun replays)",
+    )
+    redact.add_argument(
+        "--wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="PostgreSQL: how long to wait for table locks and old snapshots "
+        "(default 30)",
+    )
+    redact.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="PostgreSQL: skip VACUUM (FULL), CHECKPOINT and the read-back",
+    )
     imp = _command(
         sub,
         "import",

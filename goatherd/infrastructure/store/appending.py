@@ -488,7 +488,7 @@ def publish_in(
     batch = _frontier_batch(context, spec, publisher, through_ordinal)
     exists = bool(reader.driver.rows(_FRONTIER_EXISTS_SQL, (spec.frontier_id,)))
     member = Member(
-        prepare(context, batch, contexts),
+        prepare(context, batch, contexts, frontier=True),
         frontier=None
         if exists
         else (

@@ -51,6 +51,7 @@ from goatherd.domain.identity import (
     validate_witness_body,
 )
 from goatherd.domain.records import (
+    FRONTIER_SCHEMA_REF,
     REDACTION_OWNER,
     REDACTION_SCHEMA_REF,
     WITNESS_OWNER,
@@ -223,6 +224,7 @@ def prepare(
     limits: AppendLimits = DEFAULT_LIMITS,
     *,
     redaction: bool = False,
+    frontier: bool = False,
 ) -> Prepared:
     """Shape-check ``batch`` and compute what it can without the store.
 
@@ -233,6 +235,8 @@ def prepare(
         limits: the store's input limits.
         redaction: the batch is ``redact``'s own (only it may write
             redaction records and place records on the redaction path).
+        frontier: the batch is ``publish_cut``'s own (only it may write
+            frontier records: their index row is written beside them).
 
     Raises:
         BatchShapeError, CanonicalEncodingError: the field checks of
@@ -242,6 +246,8 @@ def prepare(
     normalized = validate_batch(batch, limits)
     if not redaction:
         _refuse_redaction_records(batch)
+    if not frontier:
+        _refuse_frontier_records(batch)
     _refuse_unreadable_runtime_records(batch, normalized)
     digest = batch_digest(context, batch, normalized)
     requests = {r.group_index: r for r in context_requests(context, batch)}
@@ -420,6 +426,15 @@ def _refuse_redaction_records(batch: AppendBatch) -> None:
             raise BatchShapeError(
                 f"cannot append {REDACTION_SCHEMA_REF} records or to the "
                 f"{REDACTION_OWNER!r} path: only redact() records redactions"
+            )
+
+
+def _refuse_frontier_records(batch: AppendBatch) -> None:
+    for group in batch.groups:
+        if any(d.schema_ref == FRONTIER_SCHEMA_REF for d in group.fact_drafts):
+            raise BatchShapeError(
+                f"cannot append {FRONTIER_SCHEMA_REF} records: only publish_cut "
+                "records a frontier (with the index row verify checks it against)"
             )
 
 

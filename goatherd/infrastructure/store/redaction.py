@@ -42,6 +42,7 @@ from goatherd.infrastructure.store.staging import MemberPlan
 
 __all__ = [
     "MAX_REDACTED",
+    "ErasedBodies",
     "Redaction",
     "redact_in",
     "redaction_batch",
@@ -59,6 +60,7 @@ _KERNEL_SCHEMAS: Final = frozenset(
     }
 )
 _ROWS_SQL = "SELECT record_id, schema_ref, body_json FROM records WHERE record_id IN "
+_COMPRESSED_SQL = "SELECT record_id FROM records WHERE record_id IN "
 _INTENT_SQL = "SELECT 1 FROM append_intents WHERE append_intent_id = ?"
 _ERASE_SQL = "UPDATE records SET body_json = ? WHERE record_id = ?"
 _CHUNK: Final = 800
@@ -85,11 +87,19 @@ class Redaction:
             checkpointer (``False``: one still held it then, and the erased
             bytes may stay in the ``-wal`` file until the next checkpoint);
             always ``True`` on PostgreSQL and for a replay.
-        bytes_left: SQLite: the erased ids whose old body could still be
-            read from the database file or its ``-wal`` after the checkpoint
-            (pieces of each body are looked for on disk; empty when every one
-            is gone). Always empty on PostgreSQL, whose old row versions stay
-            until ``VACUUM FULL`` (docs/reliability.md).
+        bytes_left: the erased ids whose old body could still be read back
+            after the redaction: on SQLite from the database file or its
+            ``-wal`` after the checkpoint; on PostgreSQL with ``compact`` from
+            the table files or a segment in ``pg_wal`` (or stored compressed,
+            so that it cannot be searched for). Empty when every one checked
+            is gone.
+        steps: what the store did and checked after the commit, one line
+            each (PostgreSQL with ``compact``: ``VACUUM (FULL)``,
+            ``CHECKPOINT``, ``pg_switch_wal()``, each file read back; a step
+            the role may not take says so).
+        remains: where erased bytes may still be that the store could not
+            clean or could not check, one line each (a WAL segment, a table
+            not rewritten, the WAL archive, a replica). Empty on SQLite.
     """
 
     receipt: AppendReceipt
@@ -97,6 +107,31 @@ class Redaction:
     erased: tuple[str, ...]
     wal_truncated: bool = True
     bytes_left: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()
+    remains: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether no erased byte is known or suspected to remain.
+
+        Backups and copies taken before the redaction are outside what any
+        store can see (docs/reliability.md).
+        """
+        return self.wal_truncated and not self.bytes_left and not self.remains
+
+
+@dataclass(frozen=True, slots=True)
+class ErasedBodies:
+    """The erased records' stored bodies as they were, for the check after the commit.
+
+    Attributes:
+        bodies: record id to stored body.
+        compressed: PostgreSQL: the ids whose body the server stored
+            compressed (its bytes cannot be searched for on disk).
+    """
+
+    bodies: dict[str, str]
+    compressed: tuple[str, ...] = ()
 
 
 def redaction_batch(
@@ -139,7 +174,7 @@ def redact_in(
     batch: AppendBatch,
     contexts: ContextLookup,
     limits: AppendLimits,
-) -> tuple[Redaction, list[MemberPlan], dict[str, str]]:
+) -> tuple[Redaction, list[MemberPlan], ErasedBodies]:
     """Record the redaction ``batch`` and erase what it names, in the open transaction.
 
     A replay of a committed redaction intent returns its stored receipt and
@@ -163,9 +198,13 @@ def redact_in(
     assert member.outcome is not None
     receipt = member.outcome.receipt
     if not plans:  # a replay: the bodies were erased when it committed
-        return Redaction(receipt, receipt.fact_ids[0], tuple(ids)), plans, {}
+        return (
+            Redaction(receipt, receipt.fact_ids[0], tuple(ids)),
+            plans,
+            ErasedBodies({}),
+        )
     redaction_record = plans[0].records[0].record_id
-    old = _bodies(reader, ids)
+    old = ErasedBodies(_bodies(reader, ids), _compressed(reader, ids))
     body = redacted_body_json(redaction_record)
     reader.driver.run_many(_ERASE_SQL, [(body, record_id) for record_id in ids])
     _erase_ui_copies(reader, ids, redaction_record)
@@ -181,6 +220,22 @@ def _bodies(reader: StoreReader, ids: Sequence[str]) -> dict[str, str]:
         for record_id, body in reader.driver.rows(query, tuple(chunk)):
             bodies[str(record_id)] = str(body)
     return bodies
+
+
+def _compressed(reader: StoreReader, ids: Sequence[str]) -> tuple[str, ...]:
+    """PostgreSQL: the ids whose stored body the server compressed."""
+    if not reader.driver.postgres:
+        return ()
+    found: list[str] = []
+    for start in range(0, len(ids), _CHUNK):
+        chunk = list(ids[start : start + _CHUNK])
+        sql = (
+            _COMPRESSED_SQL
+            + placeholders(len(chunk))
+            + " AND pg_column_compression(body_json) IS NOT NULL"
+        )
+        found.extend(str(row[0]) for row in reader.driver.rows(sql, chunk))
+    return tuple(sorted(found))
 
 
 def _erase_ui_copies(reader: StoreReader, ids: Sequence[str], redaction: str) -> None:

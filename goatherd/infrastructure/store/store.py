@@ -84,6 +84,8 @@ from goatherd.infrastructure.store.engine import (
     sqlite_engine,
 )
 from goatherd.infrastructure.store.erasure import bytes_left, live_pieces, truncate_wal
+from goatherd.infrastructure.store.erasure_pg import compact as pg_compact
+from goatherd.infrastructure.store.erasure_pg import not_compacted as pg_not_compacted
 from goatherd.infrastructure.store.limits import (
     DEFAULT_LIMITS,
     INT64_MAX,
@@ -103,6 +105,7 @@ from goatherd.infrastructure.store.reader import (
     record_size,
 )
 from goatherd.infrastructure.store.redaction import (
+    ErasedBodies,
     Redaction,
     redact_in,
     redaction_batch,
@@ -511,6 +514,9 @@ class SqlAlchemyTraceStore:
         redaction_id: str,
         record_ids: Collection[str],
         reason: str,
+        *,
+        compact: bool = False,
+        wait_seconds: float | None = None,
     ) -> Redaction:
         """Erase the payloads of ``record_ids`` by a recorded redaction (ADR 0062).
 
@@ -525,6 +531,18 @@ class SqlAlchemyTraceStore:
         the background checkpointer), and the file and its ``-wal`` are read
         back for pieces of every erased body: ``Redaction.wal_truncated`` and
         ``Redaction.bytes_left`` say what remains, if anything.
+
+        On PostgreSQL the old row versions stay in the table files; with
+        ``compact`` the store then runs ``VACUUM (FULL)`` of the payload
+        tables, ``CHECKPOINT`` and ``pg_switch_wal()`` where the role may,
+        reads the table files and ``pg_wal`` back for the erased bytes and
+        lists what remains (ADR 0077): ``Redaction.steps``,
+        ``Redaction.remains``, ``Redaction.bytes_left``,
+        ``Redaction.complete``. ``VACUUM (FULL)`` locks each table it rewrites
+        against every reader and writer while it runs; a transaction open
+        since before the redaction keeps the old row versions through a
+        rewrite, so the store rewrites again until they are gone or
+        ``wait_seconds`` (default: the busy timeout, 30 s) passed.
 
         Raises:
             RedactionRefusedError: a witness, a redaction record, a runtime or
@@ -552,9 +570,38 @@ class SqlAlchemyTraceStore:
             self._cache.forget_records(set(redaction.erased))
             self._after_commit(plans)
             if raw is not None and plans:
-                redaction = self._check_erased(raw, redaction, old)
+                redaction = self._check_erased(raw, redaction, old.bodies)
+        if self._postgres:
+            wait = (
+                self._busy_timeout_ms / 1000 if wait_seconds is None else wait_seconds
+            )
+            redaction = self._check_erased_pg(redaction, old, compact, wait)
         self._nudge()
         return redaction
+
+    def _check_erased_pg(
+        self, redaction: Redaction, old: ErasedBodies, compact: bool, wait: float
+    ) -> Redaction:
+        """PostgreSQL: compact when asked, then say what remains (ADR 0077)."""
+        if not compact:
+            report = pg_not_compacted()
+        else:
+            try:
+                with outages:
+                    report = pg_compact(self._engine, old.bodies, old.compressed, wait)
+            except StoreUnavailableError as error:
+                # Committed already: the erasure stands; what the server still
+                # holds is unknown, so it is reported as left.
+                _LOG.exception("compacting after a redaction failed")
+                report = pg_not_compacted()
+                report.remains.insert(0, f"compaction: stopped ({error})")
+                report.bytes_left.update(old.bodies)
+        return dataclasses.replace(
+            redaction,
+            bytes_left=tuple(sorted(report.bytes_left)),
+            steps=tuple(report.steps),
+            remains=tuple(report.remains),
+        )
 
     def _check_erased(
         self, raw: Any, redaction: Redaction, old: dict[str, str]
