@@ -16,7 +16,14 @@ import builtins
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -34,11 +41,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEXT
+from goatherd.domain.errors import OrdinalConflictError
 from goatherd.domain.records import (
     CAPTURE,
     DECLARATION,
     AppendBatch,
     AppendGroup,
+    AppendReceipt,
     Record,
     RecordDraft,
 )
@@ -53,6 +62,7 @@ from goatherd.integrations.langgraph.index import (
     SCHEMA_VALUES_ERASED,
     SCHEMA_WRITE,
     CheckpointEntry,
+    FoldItem,
     RejectedRecord,
     ThreadIndex,
     TraceIndex,
@@ -82,6 +92,7 @@ __all__ = [
 PRUNE_STRATEGIES: Final = ("keep_latest", "delete")
 _PAGE: Final = 1000
 _HIDDEN_PER_RECORD: Final = 500
+_ATTEMPTS: Final = 20
 
 
 class CheckpointConfigError(ValueError):
@@ -229,6 +240,7 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         self._read_context = read_context
         self._lock = threading.RLock()
         self._index = TraceIndex()
+        self._loaded = False
         self._cache = ValueCache(store, self._index, limits, read_context)
 
     @classmethod
@@ -260,19 +272,84 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
             for entry in entries:
                 self._index.fold(entry)
             if len(entries) < _PAGE:
+                self._loaded = True
                 return
 
-    def _append(self, owner_drafts: Mapping[str, Sequence[RecordDraft]]) -> None:
+    def _append(
+        self,
+        owner_drafts: Mapping[str, Sequence[RecordDraft]],
+        guarded: Iterable[str] = (),
+    ) -> None:
+        """Append the drafts in one batch and fold them into the index.
+
+        ``guarded`` owners must still have the heads the index knows: the
+        store refuses the batch otherwise (``OrdinalConflictError``), because
+        another writer appended there since this saver last read.
+        """
         groups = tuple(
             AppendGroup(owner, fact_drafts=tuple(drafts))
             for owner, drafts in owner_drafts.items()
             if drafts
         )
-        if groups:
-            intent = f"langgraph:{uuid.uuid4().hex}"
-            self.store.append(self._append_context, AppendBatch(intent, groups))
-        # Not folded here: every method catches up from the log first, which
-        # folds these records in their log order among other writers' records.
+        if not groups:
+            return
+        heads = self._index.heads
+        expected = {owner: heads.get(owner, 0) for owner in dict.fromkeys(guarded)}
+        intent = f"langgraph:{uuid.uuid4().hex}"
+        receipt = self.store.append(
+            self._append_context,
+            AppendBatch(intent, groups),
+            expected_heads=expected or None,
+        )
+        self._fold_own(groups, receipt)
+
+    def _fold_own(self, groups: Sequence[AppendGroup], receipt: AppendReceipt) -> None:
+        """Fold an append of this saver from its receipt, when that is exact.
+
+        Log positions are gap-free and in commit order, so when the batch's
+        positions follow the index's cursor directly, nobody else appended
+        since this saver's last read and its records are the next entries of
+        the log: the index folds them without reading them back. Otherwise
+        it reads the log from the cursor (others' records and these, in log
+        order).
+        """
+        start = self._index.cursor + 1
+        positions = [int(c.partition(":")[2]) for c in receipt.commit_receipts]
+        drafts = [(g.trace_owner_id, d) for g in groups for d in g.fact_drafts]
+        if positions != list(range(start, start + len(drafts))):
+            self._catch_up()
+            return
+        ordinals = {o: first for o, (first, _) in receipt.owner_ordinal_ranges.items()}
+        for position, record_id, (owner, draft) in zip(
+            positions, receipt.fact_ids, drafts, strict=True
+        ):
+            ordinal = ordinals[owner]
+            ordinals[owner] = ordinal + 1
+            self._index.fold_item(
+                FoldItem(
+                    position, record_id, owner, ordinal, draft.schema_ref, draft.payload
+                )
+            )
+
+    def _guarded(self, write: Callable[[], None]) -> None:
+        """Run ``write`` (decide on the index, then append guarded heads).
+
+        A put trusts the index without reading the log first: the index holds
+        everything up to this saver's last read plus its own appends since.
+        The heads of the paths a decision depends on are guarded, so a write
+        by anyone else there makes the store refuse the append; the saver
+        then reads what it missed and decides again.
+        """
+        if not self._loaded:
+            self._catch_up()
+        for attempt in range(_ATTEMPTS):
+            try:
+                write()
+                return
+            except OrdinalConflictError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                self._catch_up()
 
     # ------------------------------------------------------------ get / list
 
@@ -415,8 +492,8 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         parent_id = configurable.get("checkpoint_id")
         checkpoint_id = str(checkpoint["id"])
         key = (namespace, checkpoint_id)
-        with self._lock:
-            self._catch_up()
+
+        def write() -> None:
             thread = self._index.thread(thread_id) or ThreadIndex()
             parent = (
                 thread.checkpoints.get((namespace, str(parent_id)))
@@ -432,19 +509,27 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                 "checkpoint_ns": namespace,
                 "checkpoint_id": checkpoint_id,
                 "parent_checkpoint_id": None if parent_id is None else str(parent_id),
-                **self._serialized(config, checkpoint, metadata),
+                **serialized,
                 "channels": channels,
                 "versions": versions,
             }
-            if not _already_stored(thread.checkpoints.get(key), payload):
-                drafts.add(
-                    SCHEMA_CHECKPOINT,
-                    payload,
-                    parents=[parent.record_id] if parent else [],
-                    values=[d for d in channels.values() if d is not None],
-                )
-                owner = self._placement(thread_id, namespace, parent, checkpoint_id)
-                self._append({owner: drafts.drafts})
+            if _already_stored(thread.checkpoints.get(key), payload):
+                return
+            drafts.add(
+                SCHEMA_CHECKPOINT,
+                payload,
+                parents=[parent.record_id] if parent else [],
+                values=[d for d in channels.values() if d is not None],
+            )
+            owner = self._placement(thread_id, namespace, parent, checkpoint_id)
+            guard = {thread_path(thread_id), owner}
+            if parent is not None:
+                guard.add(parent.owner)
+            self._append({owner: drafts.drafts}, sorted(guard))
+
+        with self._lock:
+            serialized = self._serialized(config, checkpoint, metadata)
+            self._guarded(write)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -525,8 +610,8 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         thread_id = _id_field(configurable, "thread_id", "put_writes")
         namespace = _namespace(configurable)
         checkpoint_id = _id_field(configurable, "checkpoint_id", "put_writes")
-        with self._lock:
-            self._catch_up()
+
+        def write() -> None:
             thread = self._index.thread(thread_id) or ThreadIndex()
             entry = thread.checkpoints.get((namespace, checkpoint_id))
             held_now = {
@@ -560,8 +645,12 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                     values=refs,
                 )
             owner = entry.owner if entry else namespace_path(thread_id, namespace)
-            if drafts.drafts:
-                self._append({owner: drafts.drafts})
+            self._append(
+                {owner: drafts.drafts}, sorted({thread_path(thread_id), owner})
+            )
+
+        with self._lock:
+            self._guarded(write)
 
     def _write_json(
         self, value: Any, drafts: _Drafts
