@@ -33,6 +33,7 @@ __all__ = [
     "SCHEMA_VALUE",
     "SCHEMA_VALUES_ERASED",
     "SCHEMA_WRITE",
+    "SCHEMA_WRITES",
     "ThreadIndex",
     "TraceIndex",
     "WriteEntry",
@@ -40,6 +41,7 @@ __all__ = [
 
 SCHEMA_CHECKPOINT: Final = "goatherd.langgraph.checkpoint.v1"
 SCHEMA_WRITE: Final = "goatherd.langgraph.write.v1"
+SCHEMA_WRITES: Final = "goatherd.langgraph.writes.v1"
 SCHEMA_VALUE: Final = "goatherd.langgraph.value.v1"
 SCHEMA_THREAD_DELETED: Final = "goatherd.langgraph.thread_deleted.v1"
 SCHEMA_CHECKPOINTS_HIDDEN: Final = "goatherd.langgraph.checkpoints_hidden.v1"
@@ -47,6 +49,7 @@ SCHEMA_VALUES_ERASED: Final = "goatherd.langgraph.values_erased.v1"
 SCHEMAS: Final = (
     SCHEMA_CHECKPOINT,
     SCHEMA_WRITE,
+    SCHEMA_WRITES,
     SCHEMA_VALUE,
     SCHEMA_THREAD_DELETED,
     SCHEMA_CHECKPOINTS_HIDDEN,
@@ -286,29 +289,55 @@ def _fold_checkpoint(index: TraceIndex, item: FoldItem) -> None:
     index.tips[checkpoint.owner] = checkpoint.checkpoint_id
 
 
-def _fold_write(index: TraceIndex, item: FoldItem) -> None:
-    payload = item.payload
-    idx = payload.get("idx")
+def _write_entry(
+    record_id: str, task_id: str, task_path: str, write: Mapping[str, object]
+) -> WriteEntry:
+    idx = write.get("idx")
     if not isinstance(idx, int) or isinstance(idx, bool):
         raise MalformedValueError("'idx' must be an integer")
-    value = payload.get("value")
+    value = write.get("value")
     held: Blob | str
     if isinstance(value, dict) and "ref" in value:
         held = _str(value, "ref")
     else:
-        held = _blob(payload, "value")
-    write = WriteEntry(
-        record_id=item.record_id,
-        task_id=_str(payload, "task_id"),
-        task_path=_str(payload, "task_path"),
+        held = _blob(write, "value")
+    return WriteEntry(
+        record_id=record_id,
+        task_id=task_id,
+        task_path=task_path,
         idx=idx,
-        channel=_str(payload, "channel"),
+        channel=_str(write, "channel"),
         value=held,
+    )
+
+
+def _fold_write(index: TraceIndex, item: FoldItem) -> None:
+    payload = item.payload
+    write = _write_entry(
+        item.record_id,
+        _str(payload, "task_id"),
+        _str(payload, "task_path"),
+        payload,
     )
     thread = index.threads.setdefault(_str(payload, "thread_id"), ThreadIndex())
     thread.add_write(
         _str(payload, "checkpoint_ns"), _str(payload, "checkpoint_id"), write
     )
+
+
+def _fold_writes(index: TraceIndex, item: FoldItem) -> None:
+    """A task's writes of one ``put_writes`` call, in one record, in order."""
+    payload = item.payload
+    task_id, task_path = _str(payload, "task_id"), _str(payload, "task_path")
+    listed = payload.get("writes")
+    if not isinstance(listed, list) or not all(isinstance(w, dict) for w in listed):
+        raise MalformedValueError("'writes' must be a list of objects")
+    entries = [_write_entry(item.record_id, task_id, task_path, w) for w in listed]
+    namespace = _str(payload, "checkpoint_ns")
+    checkpoint_id = _str(payload, "checkpoint_id")
+    thread = index.threads.setdefault(_str(payload, "thread_id"), ThreadIndex())
+    for entry in entries:
+        thread.add_write(namespace, checkpoint_id, entry)
 
 
 def _fold_value(index: TraceIndex, item: FoldItem) -> None:
@@ -360,6 +389,7 @@ def _fold_values_erased(index: TraceIndex, item: FoldItem) -> None:
 _FOLDS: Final = {
     SCHEMA_CHECKPOINT: _fold_checkpoint,
     SCHEMA_WRITE: _fold_write,
+    SCHEMA_WRITES: _fold_writes,
     SCHEMA_VALUE: _fold_value,
     SCHEMA_THREAD_DELETED: _fold_thread_deleted,
     SCHEMA_CHECKPOINTS_HIDDEN: _fold_hidden,

@@ -61,6 +61,7 @@ from goatherd.integrations.langgraph.index import (
     SCHEMA_VALUE,
     SCHEMA_VALUES_ERASED,
     SCHEMA_WRITE,
+    SCHEMA_WRITES,
     CheckpointEntry,
     FoldItem,
     RejectedRecord,
@@ -331,6 +332,21 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                 )
             )
 
+    def _read_unless_known(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> None:
+        """Read the log first when a call names a checkpoint the index lacks.
+
+        The saver cannot have written that checkpoint itself, so someone else
+        did (or nobody): the index is not known to be current.
+        """
+        if not self._loaded:
+            self._catch_up()
+            return
+        thread = self._index.thread(thread_id)
+        if thread is None or (namespace, checkpoint_id) not in thread.checkpoints:
+            self._catch_up()
+
     def _guarded(self, write: Callable[[], None]) -> None:
         """Run ``write`` (decide on the index, then append guarded heads).
 
@@ -529,6 +545,8 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
 
         with self._lock:
             serialized = self._serialized(config, checkpoint, metadata)
+            if parent_id is not None:
+                self._read_unless_known(thread_id, namespace, str(parent_id))
             self._guarded(write)
         return {
             "configurable": {
@@ -619,6 +637,7 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                 for key, w in thread.writes.get((namespace, checkpoint_id), {}).items()
             }
             drafts = _Drafts(self._index)
+            kept: builtins.list[tuple[dict[str, object], builtins.list[str]]] = []
             for position, (channel, value) in enumerate(writes):
                 key = (str(task_id), WRITES_IDX_MAP.get(channel, position))
                 if key in held_now and key[1] >= 0:
@@ -628,28 +647,32 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                 if held_now.get(key) == form:
                     continue  # the same special write again
                 held_now[key] = form
-                payload = {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": namespace,
-                    "checkpoint_id": checkpoint_id,
-                    "task_id": key[0],
-                    "task_path": task_path,
-                    "idx": key[1],
-                    "channel": channel,
-                    "value": held,
-                }
-                drafts.add(
-                    SCHEMA_WRITE,
-                    payload,
-                    parents=[entry.record_id] if entry else [],
-                    values=refs,
-                )
-            owner = entry.owner if entry else namespace_path(thread_id, namespace)
-            self._append(
-                {owner: drafts.drafts}, sorted({thread_path(thread_id), owner})
-            )
+                kept.append(({"idx": key[1], "channel": channel, "value": held}, refs))
+            head = {
+                "thread_id": thread_id,
+                "checkpoint_ns": namespace,
+                "checkpoint_id": checkpoint_id,
+                "task_id": str(task_id),
+                "task_path": task_path,
+            }
+            parents = [entry.record_id] if entry else []
+            for chunk in _write_chunks(kept, self.limits.chunk_bytes):
+                refs = [r for _, chunk_refs in chunk for r in chunk_refs]
+                if len(chunk) == 1:
+                    payload = {**head, **chunk[0][0]}
+                    drafts.add(SCHEMA_WRITE, payload, parents=parents, values=refs)
+                else:
+                    payload = {**head, "writes": [w for w, _ in chunk]}
+                    drafts.add(SCHEMA_WRITES, payload, parents=parents, values=refs)
+            main = namespace_path(thread_id, namespace)
+            owner = entry.owner if entry else main
+            # Writes of a checkpoint land on its path, or on the namespace's
+            # main path when the writer did not know the checkpoint.
+            guard = {thread_path(thread_id), owner, main}
+            self._append({owner: drafts.drafts}, sorted(guard))
 
         with self._lock:
+            self._read_unless_known(thread_id, namespace, checkpoint_id)
             self._guarded(write)
 
     def _write_json(
@@ -739,7 +762,9 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         """The thread's checkpoint and write records and the value digests named."""
         records: builtins.list[str] = []
         digests: builtins.list[str] = []
-        for entry in self.store.scan_records_by_schema(SCHEMA_CHECKPOINT, SCHEMA_WRITE):
+        for entry in self.store.scan_records_by_schema(
+            SCHEMA_CHECKPOINT, SCHEMA_WRITE, SCHEMA_WRITES
+        ):
             record = entry.record
             payload = record.payload
             if record.redacted_by is not None or payload.get("thread_id") != thread_id:
@@ -1034,11 +1059,31 @@ def _write_form(entry: WriteEntry) -> tuple[str, str, Mapping[str, object]]:
     return (entry.channel, entry.task_path, held)
 
 
+def _write_chunks(
+    kept: Sequence[tuple[dict[str, object], builtins.list[str]]], limit: int
+) -> Iterator[Sequence[tuple[dict[str, object], builtins.list[str]]]]:
+    """Split a call's writes into records of at most ``limit`` inline bytes."""
+    start, size = 0, 0
+    for n, (write, _) in enumerate(kept):
+        value = write["value"]
+        data = value.get("data", "") if isinstance(value, dict) else ""
+        grown = size + len(str(data))
+        if n > start and grown > limit:
+            yield kept[start:n]
+            start, grown = n, len(str(data))
+        size = grown
+    if start < len(kept):
+        yield kept[start:]
+
+
 def _named_values(payload: Mapping[str, Any]) -> builtins.list[str]:
-    """The value digests a checkpoint (channels) or write (a ref) names."""
+    """The value digests a checkpoint (channels) or write(s) (refs) name."""
     channels = payload.get("channels")
     if isinstance(channels, Mapping):
         return [d for d in channels.values() if isinstance(d, str)]
+    writes = payload.get("writes")
+    if isinstance(writes, list):
+        return [r for w in writes if isinstance(w, Mapping) for r in _named_values(w)]
     value = payload.get("value")
     if isinstance(value, Mapping) and isinstance(value.get("ref"), str):
         return [value["ref"]]
