@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import builtins
+import itertools
 import os
 import threading
 import uuid
@@ -242,6 +243,8 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         self._lock = threading.RLock()
         self._index = TraceIndex()
         self._loaded = False
+        self._intents = uuid.uuid4().hex
+        self._appends = itertools.count()
         self._cache = ValueCache(store, self._index, limits, read_context)
 
     @classmethod
@@ -296,7 +299,9 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
             return
         heads = self._index.heads
         expected = {owner: heads.get(owner, 0) for owner in dict.fromkeys(guarded)}
-        intent = f"langgraph:{uuid.uuid4().hex}"
+        # Unique per saver (a random prefix), process (a fork shares the
+        # prefix) and append (a counter): one entropy read per saver.
+        intent = f"langgraph:{self._intents}:{os.getpid()}:{next(self._appends)}"
         receipt = self.store.append(
             self._append_context,
             AppendBatch(intent, groups),
