@@ -1,6 +1,6 @@
 """GoatherdSaver against the savers users would pick instead, in one run.
 
-Part 1 (issue 28): speed and storage against ``SqliteSaver``
+Part 1: speed and storage against ``SqliteSaver``
 (langgraph-checkpoint-sqlite) on SQLite and ``PostgresSaver``
 (langgraph-checkpoint-postgres) on PostgreSQL, when ``GOATHERD_BENCH_DB_URL``
 or ``GOATHERD_TEST_DB_URL`` names a server. Every measurement gets a fresh
