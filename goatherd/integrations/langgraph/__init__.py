@@ -16,6 +16,7 @@ from goatherd.integrations.langgraph.index import (
     SCHEMA_VALUE,
     SCHEMA_VALUES_ERASED,
     SCHEMA_WRITE,
+    SCHEMA_WRITES,
     SCHEMAS,
     RejectedRecord,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "SCHEMA_VALUE",
     "SCHEMA_VALUES_ERASED",
     "SCHEMA_WRITE",
+    "SCHEMA_WRITES",
     "ValueLimits",
     "fork_path",
     "namespace_path",

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from goatherd.domain.log import LogEntry
+from goatherd.integrations.langgraph.paths import PATH_PREFIX
 from goatherd.integrations.langgraph.values import Blob, MalformedValueError
 
 __all__ = [
     "CheckpointEntry",
+    "FoldItem",
     "RejectedRecord",
     "SCHEMAS",
     "SCHEMA_CHECKPOINT",
@@ -31,6 +33,7 @@ __all__ = [
     "SCHEMA_VALUE",
     "SCHEMA_VALUES_ERASED",
     "SCHEMA_WRITE",
+    "SCHEMA_WRITES",
     "ThreadIndex",
     "TraceIndex",
     "WriteEntry",
@@ -38,6 +41,7 @@ __all__ = [
 
 SCHEMA_CHECKPOINT: Final = "goatherd.langgraph.checkpoint.v1"
 SCHEMA_WRITE: Final = "goatherd.langgraph.write.v1"
+SCHEMA_WRITES: Final = "goatherd.langgraph.writes.v1"
 SCHEMA_VALUE: Final = "goatherd.langgraph.value.v1"
 SCHEMA_THREAD_DELETED: Final = "goatherd.langgraph.thread_deleted.v1"
 SCHEMA_CHECKPOINTS_HIDDEN: Final = "goatherd.langgraph.checkpoints_hidden.v1"
@@ -45,12 +49,46 @@ SCHEMA_VALUES_ERASED: Final = "goatherd.langgraph.values_erased.v1"
 SCHEMAS: Final = (
     SCHEMA_CHECKPOINT,
     SCHEMA_WRITE,
+    SCHEMA_WRITES,
     SCHEMA_VALUE,
     SCHEMA_THREAD_DELETED,
     SCHEMA_CHECKPOINTS_HIDDEN,
     SCHEMA_VALUES_ERASED,
 )
 _LOG = logging.getLogger(__name__)
+_OWN_PATHS: Final = PATH_PREFIX + ":"
+
+
+@dataclass(frozen=True, slots=True)
+class FoldItem:
+    """One path entry as the index folds it: from the log, or from a receipt.
+
+    Attributes:
+        ordinal: the entry's ordinal on ``owner``.
+        redacted: the record's payload was erased (ADR 0063).
+    """
+
+    position: int
+    record_id: str
+    owner: str
+    ordinal: int
+    schema_ref: str
+    payload: Mapping[str, object]
+    redacted: bool = False
+
+    @classmethod
+    def of(cls, entry: LogEntry) -> FoldItem:
+        """The item of a log entry."""
+        record = entry.record
+        return cls(
+            entry.position,
+            record.record_id,
+            record.trace_owner_id,
+            record.owner_ordinal,
+            record.envelope.schema_ref,
+            record.payload,
+            record.redacted_by is not None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +196,9 @@ class TraceIndex:
     values: dict[str, str] = field(default_factory=dict)
     tips: dict[str, str] = field(default_factory=dict)
     rejected: list[RejectedRecord] = field(default_factory=list)
+    heads: dict[str, int] = field(default_factory=dict)
+    """Owner path -> its next ordinal, for the ``langgraph:`` paths (what a
+    guarded append expects: see ``GoatherdSaver``)."""
     erased: dict[str, int] = field(default_factory=dict)
     """Value digest -> how many of its value records were erased (a value
     stored again after an erasure carries this as its ``generation``, so that
@@ -165,21 +206,24 @@ class TraceIndex:
 
     def fold(self, entry: LogEntry) -> None:
         """Fold one log entry (entries arrive in log order, each once)."""
-        self.cursor = max(self.cursor, entry.position)
-        record = entry.record
-        fold = _FOLDS.get(record.envelope.schema_ref)
-        if fold is None or record.redacted_by is not None:
+        self.fold_item(FoldItem.of(entry))
+
+    def fold_item(self, item: FoldItem) -> None:
+        """Fold one path entry (in log order, each once)."""
+        self.cursor = max(self.cursor, item.position)
+        if item.owner.startswith(_OWN_PATHS):
+            self.heads[item.owner] = item.ordinal + 1
+        fold = _FOLDS.get(item.schema_ref)
+        if fold is None or item.redacted:
             # An erased record (ADR 0063) has no payload to fold: its thread
             # was deleted before it was erased.
             return
         try:
-            fold(self, entry)
+            fold(self, item)
         except (MalformedValueError, KeyError, TypeError, ValueError) as error:
             reason = str(error) or type(error).__name__
-            _LOG.warning("langgraph: ignoring record %s: %s", record.record_id, reason)
-            self.rejected.append(
-                RejectedRecord(record.record_id, record.trace_owner_id, reason)
-            )
+            _LOG.warning("langgraph: ignoring record %s: %s", item.record_id, reason)
+            self.rejected.append(RejectedRecord(item.record_id, item.owner, reason))
 
     def thread(self, thread_id: str) -> ThreadIndex | None:
         """Return a thread's index (``None``: nothing visible)."""
@@ -221,16 +265,15 @@ def _str_map(
     return dict(value)
 
 
-def _fold_checkpoint(index: TraceIndex, entry: LogEntry) -> None:
-    record = entry.record
-    payload = record.payload
+def _fold_checkpoint(index: TraceIndex, item: FoldItem) -> None:
+    payload = item.payload
     thread_id = _str(payload, "thread_id")
     namespace = _str(payload, "checkpoint_ns")
     checkpoint_id = _str(payload, "checkpoint_id")
     versions = _str_map(payload, "versions", nullable=False)
     checkpoint = CheckpointEntry(
-        record_id=record.record_id,
-        owner=record.trace_owner_id,
+        record_id=item.record_id,
+        owner=item.owner,
         thread_id=thread_id,
         checkpoint_ns=namespace,
         checkpoint_id=checkpoint_id,
@@ -246,25 +289,35 @@ def _fold_checkpoint(index: TraceIndex, entry: LogEntry) -> None:
     index.tips[checkpoint.owner] = checkpoint.checkpoint_id
 
 
-def _fold_write(index: TraceIndex, entry: LogEntry) -> None:
-    record = entry.record
-    payload = record.payload
-    idx = payload.get("idx")
+def _write_entry(
+    record_id: str, task_id: str, task_path: str, write: Mapping[str, object]
+) -> WriteEntry:
+    idx = write.get("idx")
     if not isinstance(idx, int) or isinstance(idx, bool):
         raise MalformedValueError("'idx' must be an integer")
-    value = payload.get("value")
+    value = write.get("value")
     held: Blob | str
     if isinstance(value, dict) and "ref" in value:
         held = _str(value, "ref")
     else:
-        held = _blob(payload, "value")
-    write = WriteEntry(
-        record_id=record.record_id,
-        task_id=_str(payload, "task_id"),
-        task_path=_str(payload, "task_path"),
+        held = _blob(write, "value")
+    return WriteEntry(
+        record_id=record_id,
+        task_id=task_id,
+        task_path=task_path,
         idx=idx,
-        channel=_str(payload, "channel"),
+        channel=_str(write, "channel"),
         value=held,
+    )
+
+
+def _fold_write(index: TraceIndex, item: FoldItem) -> None:
+    payload = item.payload
+    write = _write_entry(
+        item.record_id,
+        _str(payload, "task_id"),
+        _str(payload, "task_path"),
+        payload,
     )
     thread = index.threads.setdefault(_str(payload, "thread_id"), ThreadIndex())
     thread.add_write(
@@ -272,47 +325,62 @@ def _fold_write(index: TraceIndex, entry: LogEntry) -> None:
     )
 
 
-def _fold_value(index: TraceIndex, entry: LogEntry) -> None:
-    digest = _str(entry.record.payload, "digest")
-    index.values.setdefault(digest, entry.record.record_id)
+def _fold_writes(index: TraceIndex, item: FoldItem) -> None:
+    """A task's writes of one ``put_writes`` call, in one record, in order."""
+    payload = item.payload
+    task_id, task_path = _str(payload, "task_id"), _str(payload, "task_path")
+    listed = payload.get("writes")
+    if not isinstance(listed, list) or not all(isinstance(w, dict) for w in listed):
+        raise MalformedValueError("'writes' must be a list of objects")
+    entries = [_write_entry(item.record_id, task_id, task_path, w) for w in listed]
+    namespace = _str(payload, "checkpoint_ns")
+    checkpoint_id = _str(payload, "checkpoint_id")
+    thread = index.threads.setdefault(_str(payload, "thread_id"), ThreadIndex())
+    for entry in entries:
+        thread.add_write(namespace, checkpoint_id, entry)
 
 
-def _fold_thread_deleted(index: TraceIndex, entry: LogEntry) -> None:
-    index.threads.pop(_str(entry.record.payload, "thread_id"), None)
+def _fold_value(index: TraceIndex, item: FoldItem) -> None:
+    digest = _str(item.payload, "digest")
+    index.values.setdefault(digest, item.record_id)
 
 
-def _fold_hidden(index: TraceIndex, entry: LogEntry) -> None:
-    payload = entry.record.payload
+def _fold_thread_deleted(index: TraceIndex, item: FoldItem) -> None:
+    index.threads.pop(_str(item.payload, "thread_id"), None)
+
+
+def _fold_hidden(index: TraceIndex, item: FoldItem) -> None:
+    payload = item.payload
     hidden = payload.get("checkpoints")
     if not isinstance(hidden, list):
         raise MalformedValueError("'checkpoints' must be a list")
     pairs = []
-    for item in hidden:
+    for pair in hidden:
         if not (
-            isinstance(item, list)
-            and len(item) == 2
-            and all(isinstance(x, str) for x in item)
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(x, str) for x in pair)
         ):
             raise MalformedValueError("'checkpoints' must hold [ns, id] pairs")
-        pairs.append((item[0], item[1]))
+        pairs.append((pair[0], pair[1]))
     thread = index.threads.get(_str(payload, "thread_id"))
     if thread is not None:
         for ns, checkpoint_id in pairs:
             thread.hide(ns, checkpoint_id)
 
 
-def _fold_values_erased(index: TraceIndex, entry: LogEntry) -> None:
-    erased = entry.record.payload.get("values")
+def _fold_values_erased(index: TraceIndex, item: FoldItem) -> None:
+    erased = item.payload.get("values")
     if not isinstance(erased, list):
         raise MalformedValueError("'values' must be a list")
-    for item in erased:
+    for pair in erased:
         if not (
-            isinstance(item, list)
-            and len(item) == 2
-            and all(isinstance(x, str) for x in item)
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(x, str) for x in pair)
         ):
             raise MalformedValueError("'values' must hold [digest, record id] pairs")
-        digest, record_id = item
+        digest, record_id = pair
         if index.values.get(digest) == record_id:
             del index.values[digest]
         index.erased[digest] = index.erased.get(digest, 0) + 1
@@ -321,6 +389,7 @@ def _fold_values_erased(index: TraceIndex, entry: LogEntry) -> None:
 _FOLDS: Final = {
     SCHEMA_CHECKPOINT: _fold_checkpoint,
     SCHEMA_WRITE: _fold_write,
+    SCHEMA_WRITES: _fold_writes,
     SCHEMA_VALUE: _fold_value,
     SCHEMA_THREAD_DELETED: _fold_thread_deleted,
     SCHEMA_CHECKPOINTS_HIDDEN: _fold_hidden,

@@ -13,10 +13,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import builtins
+import itertools
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -34,12 +42,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEXT
-from goatherd.domain.errors import GoatherdError
+from goatherd.domain.errors import GoatherdError, OrdinalConflictError
 from goatherd.domain.records import (
     CAPTURE,
     DECLARATION,
     AppendBatch,
     AppendGroup,
+    AppendReceipt,
     Record,
     RecordDraft,
 )
@@ -53,7 +62,9 @@ from goatherd.integrations.langgraph.index import (
     SCHEMA_VALUE,
     SCHEMA_VALUES_ERASED,
     SCHEMA_WRITE,
+    SCHEMA_WRITES,
     CheckpointEntry,
+    FoldItem,
     RejectedRecord,
     ThreadIndex,
     TraceIndex,
@@ -83,6 +94,7 @@ __all__ = [
 PRUNE_STRATEGIES: Final = ("keep_latest", "delete")
 _PAGE: Final = 1000
 _HIDDEN_PER_RECORD: Final = 500
+_ATTEMPTS: Final = 20
 
 
 class CheckpointConfigError(GoatherdError, ValueError):
@@ -230,6 +242,9 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         self._read_context = read_context
         self._lock = threading.RLock()
         self._index = TraceIndex()
+        self._loaded = False
+        self._intents = uuid.uuid4().hex
+        self._appends = itertools.count()
         self._cache = ValueCache(store, self._index, limits, read_context)
 
     @classmethod
@@ -261,19 +276,101 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
             for entry in entries:
                 self._index.fold(entry)
             if len(entries) < _PAGE:
+                self._loaded = True
                 return
 
-    def _append(self, owner_drafts: Mapping[str, Sequence[RecordDraft]]) -> None:
+    def _append(
+        self,
+        owner_drafts: Mapping[str, Sequence[RecordDraft]],
+        guarded: Iterable[str] = (),
+    ) -> None:
+        """Append the drafts in one batch and fold them into the index.
+
+        ``guarded`` owners must still have the heads the index knows: the
+        store refuses the batch otherwise (``OrdinalConflictError``), because
+        another writer appended there since this saver last read.
+        """
         groups = tuple(
             AppendGroup(owner, fact_drafts=tuple(drafts))
             for owner, drafts in owner_drafts.items()
             if drafts
         )
-        if groups:
-            intent = f"langgraph:{uuid.uuid4().hex}"
-            self.store.append(self._append_context, AppendBatch(intent, groups))
-        # Not folded here: every method catches up from the log first, which
-        # folds these records in their log order among other writers' records.
+        if not groups:
+            return
+        heads = self._index.heads
+        expected = {owner: heads.get(owner, 0) for owner in dict.fromkeys(guarded)}
+        # Unique per saver (a random prefix), process (a fork shares the
+        # prefix) and append (a counter): one entropy read per saver.
+        intent = f"langgraph:{self._intents}:{os.getpid()}:{next(self._appends)}"
+        receipt = self.store.append(
+            self._append_context,
+            AppendBatch(intent, groups),
+            expected_heads=expected or None,
+        )
+        self._fold_own(groups, receipt)
+
+    def _fold_own(self, groups: Sequence[AppendGroup], receipt: AppendReceipt) -> None:
+        """Fold an append of this saver from its receipt, when that is exact.
+
+        Log positions are gap-free and in commit order, so when the batch's
+        positions follow the index's cursor directly, nobody else appended
+        since this saver's last read and its records are the next entries of
+        the log: the index folds them without reading them back. Otherwise
+        it reads the log from the cursor (others' records and these, in log
+        order).
+        """
+        start = self._index.cursor + 1
+        positions = [int(c.partition(":")[2]) for c in receipt.commit_receipts]
+        drafts = [(g.trace_owner_id, d) for g in groups for d in g.fact_drafts]
+        if positions != list(range(start, start + len(drafts))):
+            self._catch_up()
+            return
+        ordinals = {o: first for o, (first, _) in receipt.owner_ordinal_ranges.items()}
+        for position, record_id, (owner, draft) in zip(
+            positions, receipt.fact_ids, drafts, strict=True
+        ):
+            ordinal = ordinals[owner]
+            ordinals[owner] = ordinal + 1
+            self._index.fold_item(
+                FoldItem(
+                    position, record_id, owner, ordinal, draft.schema_ref, draft.payload
+                )
+            )
+
+    def _read_unless_known(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> None:
+        """Read the log first when a call names a checkpoint the index lacks.
+
+        The saver cannot have written that checkpoint itself, so someone else
+        did (or nobody): the index is not known to be current.
+        """
+        if not self._loaded:
+            self._catch_up()
+            return
+        thread = self._index.thread(thread_id)
+        if thread is None or (namespace, checkpoint_id) not in thread.checkpoints:
+            self._catch_up()
+
+    def _guarded(self, write: Callable[[], None]) -> None:
+        """Run ``write`` (decide on the index, then append guarded heads).
+
+        A put trusts the index without reading the log first: the index holds
+        everything up to this saver's last read plus its own appends since.
+        The heads of the paths a decision depends on are guarded, so a write
+        by anyone else there makes the store refuse the append; the saver
+        then reads what it missed and decides again.
+        """
+        if not self._loaded:
+            self._catch_up()
+        for attempt in range(_ATTEMPTS):
+            try:
+                write()
+                return
+            except OrdinalConflictError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                self._catch_up()
 
     # ------------------------------------------------------------ get / list
 
@@ -416,8 +513,8 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         parent_id = configurable.get("checkpoint_id")
         checkpoint_id = str(checkpoint["id"])
         key = (namespace, checkpoint_id)
-        with self._lock:
-            self._catch_up()
+
+        def write() -> None:
             thread = self._index.thread(thread_id) or ThreadIndex()
             parent = (
                 thread.checkpoints.get((namespace, str(parent_id)))
@@ -433,19 +530,29 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                 "checkpoint_ns": namespace,
                 "checkpoint_id": checkpoint_id,
                 "parent_checkpoint_id": None if parent_id is None else str(parent_id),
-                **self._serialized(config, checkpoint, metadata),
+                **serialized,
                 "channels": channels,
                 "versions": versions,
             }
-            if not _already_stored(thread.checkpoints.get(key), payload):
-                drafts.add(
-                    SCHEMA_CHECKPOINT,
-                    payload,
-                    parents=[parent.record_id] if parent else [],
-                    values=[d for d in channels.values() if d is not None],
-                )
-                owner = self._placement(thread_id, namespace, parent, checkpoint_id)
-                self._append({owner: drafts.drafts})
+            if _already_stored(thread.checkpoints.get(key), payload):
+                return
+            drafts.add(
+                SCHEMA_CHECKPOINT,
+                payload,
+                parents=[parent.record_id] if parent else [],
+                values=[d for d in channels.values() if d is not None],
+            )
+            owner = self._placement(thread_id, namespace, parent, checkpoint_id)
+            guard = {thread_path(thread_id), owner}
+            if parent is not None:
+                guard.add(parent.owner)
+            self._append({owner: drafts.drafts}, sorted(guard))
+
+        with self._lock:
+            serialized = self._serialized(config, checkpoint, metadata)
+            if parent_id is not None:
+                self._read_unless_known(thread_id, namespace, str(parent_id))
+            self._guarded(write)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -526,8 +633,8 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         thread_id = _id_field(configurable, "thread_id", "put_writes")
         namespace = _namespace(configurable)
         checkpoint_id = _id_field(configurable, "checkpoint_id", "put_writes")
-        with self._lock:
-            self._catch_up()
+
+        def write() -> None:
             thread = self._index.thread(thread_id) or ThreadIndex()
             entry = thread.checkpoints.get((namespace, checkpoint_id))
             held_now = {
@@ -535,6 +642,7 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                 for key, w in thread.writes.get((namespace, checkpoint_id), {}).items()
             }
             drafts = _Drafts(self._index)
+            kept: builtins.list[tuple[dict[str, object], builtins.list[str]]] = []
             for position, (channel, value) in enumerate(writes):
                 key = (str(task_id), WRITES_IDX_MAP.get(channel, position))
                 if key in held_now and key[1] >= 0:
@@ -544,25 +652,33 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
                 if held_now.get(key) == form:
                     continue  # the same special write again
                 held_now[key] = form
-                payload = {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": namespace,
-                    "checkpoint_id": checkpoint_id,
-                    "task_id": key[0],
-                    "task_path": task_path,
-                    "idx": key[1],
-                    "channel": channel,
-                    "value": held,
-                }
-                drafts.add(
-                    SCHEMA_WRITE,
-                    payload,
-                    parents=[entry.record_id] if entry else [],
-                    values=refs,
-                )
-            owner = entry.owner if entry else namespace_path(thread_id, namespace)
-            if drafts.drafts:
-                self._append({owner: drafts.drafts})
+                kept.append(({"idx": key[1], "channel": channel, "value": held}, refs))
+            head = {
+                "thread_id": thread_id,
+                "checkpoint_ns": namespace,
+                "checkpoint_id": checkpoint_id,
+                "task_id": str(task_id),
+                "task_path": task_path,
+            }
+            parents = [entry.record_id] if entry else []
+            for chunk in _write_chunks(kept, self.limits.chunk_bytes):
+                refs = [r for _, chunk_refs in chunk for r in chunk_refs]
+                if len(chunk) == 1:
+                    payload = {**head, **chunk[0][0]}
+                    drafts.add(SCHEMA_WRITE, payload, parents=parents, values=refs)
+                else:
+                    payload = {**head, "writes": [w for w, _ in chunk]}
+                    drafts.add(SCHEMA_WRITES, payload, parents=parents, values=refs)
+            main = namespace_path(thread_id, namespace)
+            owner = entry.owner if entry else main
+            # Writes of a checkpoint land on its path, or on the namespace's
+            # main path when the writer did not know the checkpoint.
+            guard = {thread_path(thread_id), owner, main}
+            self._append({owner: drafts.drafts}, sorted(guard))
+
+        with self._lock:
+            self._read_unless_known(thread_id, namespace, checkpoint_id)
+            self._guarded(write)
 
     def _write_json(
         self, value: Any, drafts: _Drafts
@@ -651,7 +767,9 @@ class GoatherdSaver(BaseCheckpointSaver[int]):
         """The thread's checkpoint and write records and the value digests named."""
         records: builtins.list[str] = []
         digests: builtins.list[str] = []
-        for entry in self.store.scan_records_by_schema(SCHEMA_CHECKPOINT, SCHEMA_WRITE):
+        for entry in self.store.scan_records_by_schema(
+            SCHEMA_CHECKPOINT, SCHEMA_WRITE, SCHEMA_WRITES
+        ):
             record = entry.record
             payload = record.payload
             if record.redacted_by is not None or payload.get("thread_id") != thread_id:
@@ -946,11 +1064,31 @@ def _write_form(entry: WriteEntry) -> tuple[str, str, Mapping[str, object]]:
     return (entry.channel, entry.task_path, held)
 
 
+def _write_chunks(
+    kept: Sequence[tuple[dict[str, object], builtins.list[str]]], limit: int
+) -> Iterator[Sequence[tuple[dict[str, object], builtins.list[str]]]]:
+    """Split a call's writes into records of at most ``limit`` inline bytes."""
+    start, size = 0, 0
+    for n, (write, _) in enumerate(kept):
+        value = write["value"]
+        data = value.get("data", "") if isinstance(value, dict) else ""
+        grown = size + len(str(data))
+        if n > start and grown > limit:
+            yield kept[start:n]
+            start, grown = n, len(str(data))
+        size = grown
+    if start < len(kept):
+        yield kept[start:]
+
+
 def _named_values(payload: Mapping[str, Any]) -> builtins.list[str]:
-    """The value digests a checkpoint (channels) or write (a ref) names."""
+    """The value digests a checkpoint (channels) or write(s) (refs) name."""
     channels = payload.get("channels")
     if isinstance(channels, Mapping):
         return [d for d in channels.values() if isinstance(d, str)]
+    writes = payload.get("writes")
+    if isinstance(writes, list):
+        return [r for w in writes if isinstance(w, Mapping) for r in _named_values(w)]
     value = payload.get("value")
     if isinstance(value, Mapping) and isinstance(value.get("ref"), str):
         return [value["ref"]]

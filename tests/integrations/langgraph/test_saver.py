@@ -41,6 +41,7 @@ from goatherd.integrations.langgraph import (
     SCHEMA_THREAD_DELETED,
     SCHEMA_VALUE,
     SCHEMA_WRITE,
+    SCHEMA_WRITES,
     CheckpointConfigError,
     GoatherdSaver,
     MalformedValueError,
@@ -566,4 +567,9 @@ def test_special_writes_in_one_call_apply_in_order(
     got = GoatherdSaver(sqlite_store).get_tuple(stored)
     assert got is not None
     assert got.pending_writes == [("task", ERROR, 1)]
-    assert len(records(sqlite_store, SCHEMA_WRITE)) == 3
+    # Three writes stored: the first call's, then the second call's two
+    # changes (its repeat is dropped) in one record, in their order.
+    (single,) = records(sqlite_store, SCHEMA_WRITE)
+    (both,) = records(sqlite_store, SCHEMA_WRITES)
+    assert single.payload["idx"] == -1
+    assert [w["idx"] for w in both.payload["writes"]] == [-1, -1]
