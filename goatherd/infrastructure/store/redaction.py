@@ -41,8 +41,8 @@ from goatherd.infrastructure.store.reader import StoreReader
 from goatherd.infrastructure.store.staging import MemberPlan
 
 __all__ = [
-    "MAX_REDACTED",
     "ErasedBodies",
+    "MAX_REDACTED",
     "Redaction",
     "redact_in",
     "redaction_batch",
