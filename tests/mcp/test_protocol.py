@@ -83,6 +83,8 @@ def test_tools_publish_schemas_with_their_required_fields(
         "write_file",
         "edit_file",
         "list_files",
+        "delete_path",
+        "move_path",
         "checkpoint",
         "restore",
         "diff",

@@ -144,6 +144,52 @@ def test_propose_on_an_unchanged_worktree_returns_the_standing_proposal(
     assert len(manager.outputs_for_scope("scope:" + scope)) == 2
 
 
+def test_delete_and_move_stay_inside_the_worktree_and_are_recorded(
+    make_tools: ToolsFactory, tmp_path: Path
+) -> None:
+    tools = make_tools()
+    env = _open(tools)
+    worktree = tmp_path / "worktrees" / env
+    tools.write_file(env, "scratch/a.txt", "a\n")
+    tools.write_file(env, "scratch/deep/b.txt", "b\n")
+    moved = tools.move_path(env, "calc.py", "src/calc.py")
+    assert not moved.is_error, moved.text
+    assert (worktree / "src" / "calc.py").is_file()
+    assert not (worktree / "calc.py").exists()
+    refused = tools.delete_path(env, "scratch")
+    assert refused.is_error
+    assert "pass recursive" in refused.text
+    removed = tools.delete_path(env, "scratch", recursive=True)
+    assert not removed.is_error
+    assert removed.data["kind"] == "directory"
+    assert not (worktree / "scratch").exists()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    (worktree / "link").symlink_to(outside)
+    assert tools.delete_path(env, "link").data["kind"] == "symlink"
+    assert outside.read_text() == "keep\n"
+    for bad in (
+        tools.delete_path(env, "../outside.txt"),
+        tools.delete_path(env, ".git"),
+        tools.move_path(env, "src/calc.py", "../escaped.py"),
+        tools.move_path(env, "src", "src/inner"),
+        tools.move_path(env, "missing.py", "x.py"),
+        tools.delete_path(env, "missing.py"),
+    ):
+        assert bad.is_error, bad.text
+        assert "\n" not in bad.text
+    tools.write_file(env, "taken.py", "x\n")
+    assert "exists" in tools.move_path(env, "src/calc.py", "taken.py").text
+    assert outside.read_text() == "keep\n"
+    assert not (tmp_path / "worktrees" / "escaped.py").exists()
+    calls, _ = _calls_and_results(tools, _owner(tools, env))
+    kinds = [c.record.fact_kind for c in calls]
+    assert "mcp:delete_path" in kinds
+    assert "mcp:move_path" in kinds
+    diff = str(tools.diff(env).data["diff"])
+    assert "src/calc.py" in diff
+
+
 def test_a_destructive_command_is_denied_recorded_and_never_runs(
     make_tools: ToolsFactory,
 ) -> None:

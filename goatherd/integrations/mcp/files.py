@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -122,6 +123,22 @@ class WorkspaceFiles:
         if not parts and not allow_root:
             raise ToolInputError(f"path {path!r} names the worktree itself, not a file")
         return parts
+
+    def _entry(self, path: str) -> list[str]:
+        """Like :meth:`_relative`, but the last component is not followed.
+
+        For operations on the entry itself (delete, rename): a symlink inside
+        the worktree is the agent's to remove or move, wherever it points.
+        """
+        if not isinstance(path, str):
+            raise ToolInputError(f"path must be a string, got {type(path).__name__}")
+        head, _, name = path.replace("\\", "/").rstrip("/").rpartition("/")
+        if name in ("", ".", ".."):
+            raise ToolInputError(
+                f"path {path!r} does not name an entry of the worktree"
+            )
+        _no_git(path, name)
+        return [*self._relative(head, allow_root=True), name]
 
     @contextmanager
     def _directory(self, parts: list[str], *, create: bool) -> Iterator[int]:
@@ -286,6 +303,67 @@ class WorkspaceFiles:
 
     # ------------------------------------------------------------ list
 
+    def delete(self, path: str, recursive: bool) -> str:
+        """Remove ``path`` (a directory only when ``recursive``); return its kind.
+
+        Nothing is followed: a symlink is removed, not its target, and a
+        directory's contents are removed through descriptors below the
+        worktree.
+        """
+        parts = self._entry(path)
+        try:
+            with self._directory(parts[:-1], create=False) as parent:
+                info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    if not recursive:
+                        raise ToolInputError(
+                            f"{_named(path)} is a directory; pass recursive to"
+                            " remove it with everything in it"
+                        )
+                    shutil.rmtree(parts[-1], dir_fd=parent)
+                    return "directory"
+                os.unlink(parts[-1], dir_fd=parent)
+                return _kind(info.st_mode)
+        except FileNotFoundError:
+            raise _gone(path) from None
+        except NotADirectoryError:
+            raise _gone(path) from None
+        except OSError as error:
+            raise ToolInputError(_os_message(path, error)) from None
+
+    def move(self, source: str, destination: str) -> str:
+        """Rename ``source`` to ``destination`` (which must not exist); return its kind.
+
+        Missing parent directories of ``destination`` are made.
+        """
+        src = self._entry(source)
+        dst = self._entry(destination)
+        if dst[: len(src)] == src:
+            raise ToolInputError(
+                f"cannot move {_named(source)} into itself ({_named(destination)})"
+            )
+        try:
+            with (
+                self._directory(src[:-1], create=False) as here,
+                self._directory(dst[:-1], create=True) as there,
+            ):
+                info = os.stat(src[-1], dir_fd=here, follow_symlinks=False)
+                try:
+                    os.stat(dst[-1], dir_fd=there, follow_symlinks=False)
+                except FileNotFoundError:
+                    pass
+                else:
+                    raise ToolInputError(
+                        f"{_named(destination)} exists; delete it first or pick"
+                        " another name"
+                    )
+                os.rename(src[-1], dst[-1], src_dir_fd=here, dst_dir_fd=there)
+                return _kind(info.st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            raise _gone(source) from None
+        except OSError as error:
+            raise ToolInputError(_os_message(source, error)) from None
+
     def list_entries(self, path: str, recursive: bool) -> FileListing:
         """List a directory (``""``: the worktree), ``.git`` left out."""
         parts = self._relative(path, allow_root=True)
@@ -301,6 +379,10 @@ class WorkspaceFiles:
         except OSError as error:
             raise ToolInputError(_os_message(path, error)) from None
         return FileListing(tuple(entries), truncated)
+
+
+def _gone(path: str) -> ToolInputError:
+    return ToolInputError(f"{_named(path)} does not exist")
 
 
 def _replace_in(parent: int, name: str, path: str, data: bytes) -> bool:

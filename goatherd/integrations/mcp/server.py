@@ -89,7 +89,8 @@ recorded in an audited trace, and a supervisor judges each one.
 
 1. open_environment (or resume one by its id) and keep its environment_id.
 2. Work only through these tools: run (a shell command, confined to the
-   worktree, with a timeout), read_file, write_file, edit_file, list_files.
+   worktree, with a timeout), read_file, write_file, edit_file, list_files,
+   delete_path and move_path (use these, not rm or mv, to remove or rename).
 3. checkpoint before a risky step (pass your conversation so far if you want
    it back); restore rolls the worktree back, once per checkpoint.
 4. diff shows your changes against the base; propose seals them for a human,
@@ -169,6 +170,7 @@ def build_server(tools: WorkspaceTools, *, version: str = "") -> MCPServer[Any]:
     )
     _environment_tools(server, tools)
     _file_tools(server, tools)
+    _path_tools(server, tools)
     _lifecycle_tools(server, tools)
     _resources(server, tools)
     return server
@@ -298,6 +300,33 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
     ) -> CallToolResult:
         """List a directory of the worktree (.git left out)."""
         return _safe(lambda: tools.list_files(environment_id, path, recursive))
+
+
+def _path_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
+    @server.tool()
+    def delete_path(
+        environment_id: EnvId,
+        path: Path,
+        recursive: Annotated[
+            bool,
+            Field(description="also remove a directory with everything in it"),
+        ] = False,
+    ) -> CallToolResult:
+        """Remove a file, a symlink or (recursive) a directory of the worktree.
+
+        Reversible like every change in the worktree: checkpoint first to get
+        it back with restore, or leave it out of what you propose.
+        """
+        return _safe(lambda: tools.delete_path(environment_id, path, recursive))
+
+    @server.tool()
+    def move_path(
+        environment_id: EnvId,
+        source: Path,
+        destination: Path,
+    ) -> CallToolResult:
+        """Rename a file or directory of the worktree (to a name not taken)."""
+        return _safe(lambda: tools.move_path(environment_id, source, destination))
 
 
 def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:

@@ -552,6 +552,38 @@ class WorkspaceTools:
 
         return self._call(environment_id, "edit_file", args, body)
 
+    def delete_path(
+        self, environment_id: str, path: str, recursive: bool = False
+    ) -> ToolReply:
+        """Remove a file, a symlink, or (``recursive``) a directory of the worktree."""
+        _text(path, "path", limit=4096)
+        if not isinstance(recursive, bool):
+            raise ToolInputError(f"recursive must be true or false, got {recursive!r}")
+        args = {"path": path, "recursive": recursive}
+
+        def body(env: Environment) -> _Done:
+            kind = WorkspaceFiles(env.worktree).delete(path, recursive)
+            data = {"path": path, "kind": kind}
+            return _Done(f"removed {kind} {shown_name(path)}", data, data)
+
+        return self._call(environment_id, "delete_path", args, body)
+
+    def move_path(
+        self, environment_id: str, source: str, destination: str
+    ) -> ToolReply:
+        """Rename a file or directory of the worktree (to a name not taken)."""
+        _text(source, "source", limit=4096)
+        _text(destination, "destination", limit=4096)
+        args = {"source": source, "destination": destination}
+
+        def body(env: Environment) -> _Done:
+            kind = WorkspaceFiles(env.worktree).move(source, destination)
+            data = {"source": source, "destination": destination, "kind": kind}
+            text = f"moved {kind} {shown_name(source)} to {shown_name(destination)}"
+            return _Done(text, data, data)
+
+        return self._call(environment_id, "move_path", args, body)
+
     def list_files(
         self, environment_id: str, path: str = "", recursive: bool = False
     ) -> ToolReply:
