@@ -177,3 +177,26 @@ def test_a_retried_inject_returns_its_first_record(store: SQLiteTraceStore) -> N
     assert isinstance(refused, Failure)
     assert isinstance(refused.failure(), ScopeStateError)
     assert count(store, "kid", GuidanceInjected.SCHEMA) == 0
+
+
+def test_a_retried_fact_returns_its_first_record(store: SQLiteTraceStore) -> None:
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", None).unwrap()
+    first = mgr.append_fact(root.id, "app.note.v1", "", {"n": 1}, seq=9).unwrap()
+    assert store.read_append_intent("root:fact:9") is not None
+    entry = last(store, "root", "app.note.v1")
+    assert entry.record.record_id == first
+    assert entry.record.view is not None
+    assert entry.record.view.kind_label == "app.note.v1"  # the schema by default
+    assert dict(entry.record.payload) == {"n": 1}
+    again = mgr.append_fact(root.id, "app.note.v1", "", {"n": 2}, seq=9).unwrap()
+    assert again == first
+    assert count(store, "root", "app.note.v1") == 1
+    labelled = mgr.append_fact(root.id, "app.note.v1", "note", {"n": 3}).unwrap()
+    entry = last(store, "root", "app.note.v1")
+    assert entry.record.record_id == labelled
+    assert entry.record.view is not None
+    assert entry.record.view.kind_label == "note"
+    reserved = mgr.append_fact(root.id, "goatherd.scope.forked.v1", "", {})
+    assert isinstance(reserved, Failure)
+    assert "goatherd.scope.forked.v1" in str(reserved.failure())
