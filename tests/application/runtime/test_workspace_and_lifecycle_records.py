@@ -200,3 +200,39 @@ def test_a_retried_fact_returns_its_first_record(store: SQLiteTraceStore) -> Non
     reserved = mgr.append_fact(root.id, "goatherd.scope.forked.v1", "", {})
     assert isinstance(reserved, Failure)
     assert "goatherd.scope.forked.v1" in str(reserved.failure())
+
+
+def test_every_capture_is_recorded_under_its_own_intent(
+    store: SQLiteTraceStore,
+) -> None:
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    mgr.capture_workspace(root.id).unwrap()
+    main.write_file("a.txt", b"2\n")
+    second = mgr.capture_workspace(root.id).unwrap()
+    captured = [
+        e
+        for e in store.read_path("root")
+        if e.record.envelope.schema_ref == WorkspaceCaptured.SCHEMA
+    ]
+    assert len(captured) == 2
+    assert len({e.append_intent_id for e in captured}) == 2
+    assert dict(captured[-1].record.payload)["state_digest"] == second.digest()
+
+
+def test_diff_returns_the_whole_diff_and_the_changed_paths(
+    store: SQLiteTraceStore,
+) -> None:
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    before = mgr.capture_workspace(root.id).unwrap()
+    main.write_file("a.txt", b"x\ny\nz\n")
+    main.write_file("b.txt", b"new\n")
+    text, paths = mgr.diff_workspace(root.id, before).unwrap()
+    assert (text, paths) == main.diff(before)
+    assert sorted(paths) == ["a.txt", "b.txt"]
+    assert len(text.splitlines()) > 4
+    short, _ = mgr.diff_workspace(root.id, before, 2).unwrap()
+    assert short == main.diff(before, 2)[0]
