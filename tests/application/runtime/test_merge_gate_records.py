@@ -15,6 +15,7 @@ import pytest
 from returns.result import Failure
 
 from goatherd.application import SandboxSpec, ScopeManager
+from goatherd.application.errors import NoSandboxError
 from goatherd.domain import (
     MergeProposed,
     NoBaselineError,
@@ -186,3 +187,17 @@ def test_a_verdict_for_a_root_is_refused(store: SQLiteTraceStore) -> None:
     )
     assert isinstance(refused, Failure)
     assert "scope:root" in str(refused.failure())
+
+
+def test_propose_without_a_sandbox_here_names_the_scope(
+    store: SQLiteTraceStore,
+) -> None:
+    mgr = scope_manager_for(store)
+    child_id, _ = child_with_changes(mgr)
+    elsewhere = scope_manager_for(store)  # no sandbox bound in this manager
+    refused = elsewhere.propose_merge(child_id)
+    assert isinstance(refused, Failure)
+    assert isinstance(refused.failure(), NoSandboxError)
+    assert str(refused.failure()) == (
+        f"scope has no sandbox: scope {child_id} has no sandbox to diff in"
+    )
