@@ -109,7 +109,7 @@ def test_a_restores_claim_names_the_checkpoint_kind_and_seq(
         error = refused(result)
         assert error.holder == cp.id
         assert error.claimed_by == "restore attempt 41"
-        assert error.finish == f"restore {cp.id} again with seq=41"
+        assert error.finish == f"goatherd restore {cp.id} --resume 41"
         assert error.kind == "checkpoint"
         assert error.seq == 41
         assert str(error).startswith(f"{subject} {kid.id}: {cp.id} is claimed")
