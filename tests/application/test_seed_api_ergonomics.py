@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +35,7 @@ from goatherd.infrastructure.store import (
     SQLiteTraceStore,
     open_trace_store_read_only,
 )
+from tests.imports import modules_after
 from tests.integration.runtime.support import make_repo, root_sandbox, worktree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,15 +84,7 @@ def test_the_errors_the_issue_names_are_importable_from_one_place() -> None:
 
 
 def test_importing_goatherd_errors_loads_no_layer_or_sdk() -> None:
-    probe = "import goatherd.errors, sys, json; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    loaded = set(json.loads(out))
+    loaded = modules_after("import goatherd.errors")
     heavy = {"sqlalchemy", "mcp", "langgraph", "starlette", "psycopg"}
     assert not {m.split(".")[0] for m in loaded} & heavy
     assert not any(m.startswith("goatherd.infrastructure") for m in loaded)

@@ -8,31 +8,17 @@ the machine's load.
 from __future__ import annotations
 
 import importlib
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import goatherd
+from tests.imports import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("sqlalchemy", "psycopg", "starlette", "uvicorn", "httpx")
 LAYERS = ("domain", "projections", "application", "infrastructure")
-
-
-def _modules_after(code: str) -> set[str]:
-    """Run ``code`` in a fresh interpreter; return the modules it loaded."""
-    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    return set(json.loads(out.strip().splitlines()[-1]))
 
 
 def _heavy(modules: set[str]) -> list[str]:
@@ -40,13 +26,13 @@ def _heavy(modules: set[str]) -> list[str]:
 
 
 def test_importing_goatherd_loads_no_layer_and_no_framework() -> None:
-    loaded = _modules_after("import goatherd")
+    loaded = modules_after("import goatherd")
     assert _heavy(loaded) == []
     assert sorted(m for m in loaded if m.startswith("goatherd.")) == []
 
 
 def test_importing_the_domain_loads_no_database_driver_or_web_framework() -> None:
-    loaded = _modules_after("import goatherd.domain")
+    loaded = modules_after("import goatherd.domain")
     assert _heavy(loaded) == []
     assert not any(m.startswith("goatherd.infrastructure") for m in loaded)
     assert "returns" not in loaded
@@ -65,7 +51,7 @@ def test_the_cli_parses_help_and_version_without_loading_the_layers(
         "    except SystemExit:\n"
         "        pass\n"
     )
-    loaded = _modules_after(code)
+    loaded = modules_after(code)
     assert _heavy(loaded) == []
     assert sorted(m for m in loaded if m.startswith("goatherd.")) == [
         "goatherd.cli",
@@ -139,7 +125,7 @@ def test_the_infrastructure_package_names_exactly_what_its_modules_export() -> N
 
 
 def test_a_store_command_loads_no_web_framework_or_sandbox() -> None:
-    loaded = _modules_after(
+    loaded = modules_after(
         "from goatherd.infrastructure import SQLiteTraceStore, open_trace_store"
     )
     assert not {"starlette", "uvicorn", "goatherd.infrastructure.sandbox"} & loaded

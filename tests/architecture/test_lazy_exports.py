@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import json
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.imports import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("goatherd.domain", "goatherd.projections", "goatherd.application")
@@ -21,18 +21,6 @@ def _generator() -> ModuleType:
         return importlib.import_module("gen_lazy_exports")
     finally:
         sys.path.pop(0)
-
-
-def _modules_after(code: str) -> set[str]:
-    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    return set(json.loads(out.strip().splitlines()[-1]))
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -64,13 +52,13 @@ def test_the_package_exports_every_module_name_as_the_module_object(
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_importing_a_package_imports_none_of_its_modules(package: str) -> None:
-    loaded = _modules_after(f"import {package}")
+    loaded = modules_after(f"import {package}")
     ours = {m for m in loaded if m.startswith(f"{package}.")}
     assert ours - {"goatherd.domain._lazy"} == {f"{package}._exports"}
 
 
 def test_a_name_loads_only_the_modules_it_needs() -> None:
-    loaded = _modules_after("from goatherd.application import ScopeManager")
+    loaded = modules_after("from goatherd.application import ScopeManager")
     assert "goatherd.application.manager" in loaded
     assert "goatherd.application.best_of_n" not in loaded
     assert "goatherd.application.tasks" not in loaded
@@ -87,7 +75,7 @@ def test_a_function_named_like_its_module_stays_the_function() -> None:
         "assert goatherd.best_of_n is app.best_of_n\n"
         "assert not isinstance(app.best_of_n, type(module))\n"
     )
-    _modules_after(code)
+    modules_after(code)
 
 
 def test_star_import_and_unknown_names_behave_as_before() -> None:
@@ -103,4 +91,4 @@ def test_star_import_and_unknown_names_behave_as_before() -> None:
         "    raise AssertionError\n"
         "assert d.events.__name__ == 'goatherd.domain.events'\n"
     )
-    _modules_after(code)
+    modules_after(code)

@@ -8,9 +8,6 @@ time itself.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from goatherd.application import SandboxSpec
 from goatherd.infrastructure import open_runtime
 from goatherd.infrastructure.sandbox import MemorySandbox, MemorySandboxConfig
 from tests.cli.conftest import build_trace
+from tests.imports import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,19 +54,6 @@ ROWS_ONLY = (
 )
 
 
-def _modules_after(code: str) -> set[str]:
-    """Run ``code`` in a fresh interpreter; return the modules it loaded."""
-    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    return set(json.loads(out.strip().splitlines()[-1]))
-
-
 def _command_modules(argv: list[str]) -> set[str]:
     code = (
         "import contextlib, io\n"
@@ -77,7 +62,7 @@ def _command_modules(argv: list[str]) -> set[str]:
         f"    code = main({argv!r})\n"
         "assert code == 0, code\n"
     )
-    return _modules_after(code)
+    return modules_after(code)
 
 
 def _loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
@@ -127,7 +112,7 @@ def test_row_commands_load_no_runtime(tmp_path: Path, argv: list[str]) -> None:
 
 def test_the_mcp_server_module_loads_no_sdk_client_and_no_other_integration() -> None:
     pytest.importorskip("mcp")
-    loaded = _modules_after("import goatherd.integrations.mcp.server")
+    loaded = modules_after("import goatherd.integrations.mcp.server")
     assert "mcp.server.mcpserver" in loaded
     assert _loaded(loaded, ("mcp.client", "langgraph", "hypothesis")) == []
 
@@ -140,5 +125,5 @@ def test_the_sdk_package_still_offers_its_client_to_whoever_asks() -> None:
         "import mcp\n"
         "assert mcp.Client is Client and mcp.types.Tool\n"
     )
-    loaded = _modules_after(code)
+    loaded = modules_after(code)
     assert "mcp.client.client" in loaded

@@ -65,16 +65,22 @@ def _position(db: str) -> int:
         return runtime.store.max_position()
 
 
-def test_tools_publish_schemas_with_their_required_fields(
-    project: Path, tmp_path: Path
-) -> None:
+def _tool_schemas(project: Path, tmp_path: Path) -> dict[str, Any]:
+    """Every tool's input schema, as a real client lists them."""
+
     async def main() -> dict[str, Any]:
         params = server_parameters(project, str(tmp_path / "t.sqlite"), tmp_path / "w")
         async with agent(params) as me:
             listed = await me.client.list_tools()
             return {tool.name: tool.input_schema for tool in listed.tools}
 
-    schemas = anyio.run(main)
+    return anyio.run(main)
+
+
+def test_tools_publish_schemas_with_their_required_fields(
+    project: Path, tmp_path: Path
+) -> None:
+    schemas = _tool_schemas(project, tmp_path)
     assert set(schemas) == {
         "open_environment",
         "list_environments",
@@ -118,13 +124,7 @@ def _bounded(name: str, field: str, spec: dict[str, Any]) -> list[str]:
 def test_every_tool_argument_is_bounded_and_described(
     project: Path, tmp_path: Path
 ) -> None:
-    async def main() -> dict[str, Any]:
-        params = server_parameters(project, str(tmp_path / "t.sqlite"), tmp_path / "w")
-        async with agent(params) as me:
-            listed = await me.client.list_tools()
-            return {tool.name: tool.input_schema for tool in listed.tools}
-
-    schemas = anyio.run(main)
+    schemas = _tool_schemas(project, tmp_path)
     problems = [
         problem
         for name, schema in schemas.items()
