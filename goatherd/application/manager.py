@@ -43,6 +43,7 @@ from goatherd.application.failures import (
     LifecycleFailure,
     RestoreFailure,
     SealFailure,
+    SettleFailure,
     command,
 )
 from goatherd.application.handles import RetainedOutput, Scope
@@ -50,8 +51,10 @@ from goatherd.application.ports import Sandbox
 from goatherd.application.runtime import Checkpoint
 from goatherd.domain import (
     MergeProposal,
+    RestoreEffectLandedError,
     ScopeAggregate,
     ScopeState,
+    SettleEffectLandedError,
     WorkspaceState,
     owner_of_scope,
 )
@@ -399,3 +402,29 @@ class ScopeManager:
     def settle(self, output_id: str, action: str, *, seq: int | None = None) -> None:
         """Consume the output exactly once with ``action``."""
         outputs.settle(self._ctx, output_id, action, seq)
+
+    def finish(
+        self, landed: SettleEffectLandedError | RestoreEffectLandedError
+    ) -> Result[None, SettleFailure | RestoreFailure]:
+        """Finish the settle or restore whose effect landed unrecorded, in one call.
+
+        ``landed`` is the failure the command returned: the same verb is run
+        again under the attempt's ``seq`` (the only one that may finish it),
+        which records the outcome once. A restore's snapshot is not returned;
+        ask ``restore_checkpoint(..., seq=landed.seq)`` for it instead.
+
+        Raises:
+            TypeError: ``landed`` is not an effect-landed error.
+        """
+        if isinstance(landed, SettleEffectLandedError):
+            settled: Result[None, SettleFailure | RestoreFailure] = self.settle(
+                landed.output_id, landed.action, seq=landed.seq
+            )
+            return settled
+        if isinstance(landed, RestoreEffectLandedError):
+            restored = self.restore_checkpoint(landed.checkpoint_id, seq=landed.seq)
+            return restored.map(lambda _: None)
+        raise TypeError(
+            "finish takes a SettleEffectLandedError or RestoreEffectLandedError,"
+            f" got {type(landed).__name__}"
+        )

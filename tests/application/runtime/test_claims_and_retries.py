@@ -266,3 +266,42 @@ def test_a_settle_that_loses_the_claim_never_touches_the_workspace(path):
         assert "b.txt" not in main.list_files()
         assert mgr.settle(out.id, "applied", seq=11) == Success(None)
         assert main.read_file("b.txt") == b"child\n"
+
+
+def test_finish_completes_a_landed_settle_or_restore_in_one_call(path):
+    from goatherd.domain import RestoreEffectLandedError, TraceStoreError
+
+    main = main_sandbox()
+    with SQLiteTraceStore(path) as store:
+        mgr = scope_manager_for(store)
+        out, _ = sealed(mgr, main)
+
+        def refuse(boundary: str, intent: str) -> None:
+            if (
+                boundary == "before-commit"
+                and "claim" not in intent
+                and (":settle:" in intent or ":restore:" in intent)
+            ):
+                raise TraceStoreError("disk full")
+
+        mgr.context.faults = refuse
+        landed = mgr.settle(out.id, "selected", seq=9).failure()
+        assert isinstance(landed, SettleEffectLandedError)
+        mgr.context.faults = None
+        assert mgr.finish(landed) == Success(None)
+        assert out.state is OutputState.SELECTED
+        root = mgr.get("scope:root")
+        assert root is not None
+        cp = mgr.create_checkpoint(root.id, b"history").unwrap()
+        main.write_file("a.txt", b"broken\n")
+        mgr.context.faults = refuse
+        restored = mgr.restore_checkpoint(cp.id, seq=41).failure()
+        assert isinstance(restored, RestoreEffectLandedError)
+        mgr.context.faults = None
+        assert mgr.finish(restored) == Success(None)
+        view = mgr.checkpoint(cp.id)
+        assert view is not None
+        assert view.state.value == "used"
+        assert main.read_file("a.txt") != b"broken\n"
+        with pytest.raises(TypeError, match="finish takes"):
+            mgr.finish(TraceStoreError("x"))  # type: ignore[arg-type]
