@@ -122,6 +122,22 @@ def test_every_call_is_a_declaration_then_a_capture_on_the_environment_path(
     assert (last_run.payload["success"], last_run.payload["exit_code"]) == (True, 0)
 
 
+def test_read_file_numbers_the_lines_of_a_range_when_asked(
+    make_tools: ToolsFactory,
+) -> None:
+    tools = make_tools()
+    env = _open(tools)
+    tools.write_file(env, "long.txt", "".join(f"line {n}\n" for n in range(1, 13)))
+    plain = tools.read_file(env, "long.txt", start_line=9, max_lines=2)
+    assert plain.text.startswith("line 9\nline 10\n")
+    numbered = tools.read_file(
+        env, "long.txt", start_line=9, max_lines=2, line_numbers=True
+    )
+    assert numbered.text.startswith(" 9\tline 9\n10\tline 10\n")
+    assert "start_line=11" in numbered.text
+    assert numbered.data["content"] == "line 9\nline 10\n"
+
+
 def test_propose_on_an_unchanged_worktree_returns_the_standing_proposal(
     make_tools: ToolsFactory,
 ) -> None:

@@ -250,10 +250,15 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         max_lines: Annotated[
             int, Field(description="how many lines at most", ge=1, le=100_000)
         ] = 2000,
+        line_numbers: Annotated[
+            bool, Field(description="prefix each line with its number and a tab")
+        ] = False,
     ) -> CallToolResult:
-        """Read lines of a text file in the worktree."""
+        """Read lines of a text file in the worktree (a range, numbered if asked)."""
         return _safe(
-            lambda: tools.read_file(environment_id, path, start_line, max_lines)
+            lambda: tools.read_file(
+                environment_id, path, start_line, max_lines, line_numbers
+            )
         )
 
     @server.tool()

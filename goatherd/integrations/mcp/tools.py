@@ -476,13 +476,24 @@ class WorkspaceTools:
     # ------------------------------------------------------------ files
 
     def read_file(
-        self, environment_id: str, path: str, start_line: int = 1, max_lines: int = 2000
+        self,
+        environment_id: str,
+        path: str,
+        start_line: int = 1,
+        max_lines: int = 2000,
+        line_numbers: bool = False,
     ) -> ToolReply:
-        """Return lines of a text file in the worktree."""
+        """Return lines of a text file in the worktree (numbered when asked)."""
         _text(path, "path", limit=4096)
         first = _count(start_line, "start_line", 1, 2**31)
         count = _count(max_lines, "max_lines", 1, 100_000)
+        if not isinstance(line_numbers, bool):
+            raise ToolInputError(
+                f"line_numbers must be true or false, got {line_numbers!r}"
+            )
         args = {"path": path, "start_line": first, "max_lines": count}
+        if line_numbers:
+            args["line_numbers"] = True
 
         def body(env: Environment) -> _Done:
             read = WorkspaceFiles(env.worktree).read_text(path, first, count)
@@ -502,7 +513,8 @@ class WorkspaceTools:
                 "size": read.size,
             }
             record = {"lines": [read.first_line, read.last_line], "size": read.size}
-            return _Done(read.text + note, data, record)
+            shown = _numbered(read.text, read.first_line) if line_numbers else read.text
+            return _Done(shown + note, data, record)
 
         return self._call(environment_id, "read_file", args, body)
 
@@ -816,6 +828,13 @@ def _halted_run() -> _Done:
     return _Done(
         message, {"halted": True}, {"halted": True, "error": message}, False, True
     )
+
+
+def _numbered(text: str, first: int) -> str:
+    """``text`` with each line prefixed by its number and a tab (as ``cat -n``)."""
+    lines = text.splitlines(keepends=True)
+    width = len(str(first + len(lines) - 1))
+    return "".join(f"{n:>{width}}\t{line}" for n, line in enumerate(lines, first))
 
 
 def _timed_out(error: ExecTimeoutError, timeout: float, limit: int) -> _Done:
