@@ -81,48 +81,64 @@ class Killer:
 
     def during(self, call: Callable[[], object]) -> tuple[bool, object]:
         """Run ``call`` while killing one git child; return (killed, result)."""
-        done = threading.Event()
-        killed: list[int] = []
         skip = self.rng.randrange(self.calls)  # which git call of the operation to hit
         delay = self.rng.uniform(0, self.delay)
-
-        def hunt() -> None:
-            seen: set[int] = set()
-            while not done.wait(0.001) and not killed:
-                for pid in _git_children():
-                    if pid in seen:
-                        continue
-                    seen.add(pid)
-                    if len(seen) <= skip:
-                        continue
-                    done.wait(delay)
-                    if _exited(pid):
-                        continue
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        continue
-                    killed.append(pid)
-                    return
-
-        thread = threading.Thread(target=hunt)
-        thread.start()
-        try:
-            try:
-                result: object = call()
-            except GitError as error:
-                result = error
-        finally:
-            done.set()
-            thread.join()
+        killed, _, result = kill_one_git(call, skip, delay, poll=0.001)
         # A git that had just exited (a zombie) takes the signal harmlessly:
         # only a call that failed was cut short by the kill.
         # (destroy finishes a killed removal itself, so it returns normally).
         failed = isinstance(result, (GitError, Failure))
-        hit = bool(killed) and (failed or self.heals)
+        hit = killed and (failed or self.heals)
         if hit:
             self.kills += 1
         return hit, result
+
+
+def kill_one_git(
+    call: Callable[[], object], skip: int, delay: float, *, poll: float
+) -> tuple[bool, int, object]:
+    """Run ``call``; SIGKILL the git child it starts after ``skip`` others.
+
+    The chosen child is killed ``delay`` seconds after it is seen (unless it
+    has exited by then: the next one is the target). ``poll`` is how often
+    the children are listed. Returns whether a child was killed, how many
+    git children were seen, and what ``call`` returned (or the ``GitError``
+    it raised).
+    """
+    done = threading.Event()
+    killed: list[int] = []
+    seen: list[int] = []
+
+    def hunt() -> None:
+        while not done.is_set() and not killed:
+            for pid in _git_children():
+                if pid in seen:
+                    continue
+                seen.append(pid)
+                if len(seen) <= skip:
+                    continue
+                done.wait(delay)
+                if _exited(pid):
+                    continue  # it ended first: the next call is the target
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                killed.append(pid)
+                return
+            done.wait(poll)
+
+    thread = threading.Thread(target=hunt)
+    thread.start()
+    try:
+        try:
+            result: object = call()
+        except GitError as error:
+            result = error
+    finally:
+        done.set()
+        thread.join()
+    return bool(killed), len(seen), result
 
 
 def _kill_loop(killer: Killer, round_: Callable[[int], None]) -> None:

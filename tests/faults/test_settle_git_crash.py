@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +34,7 @@ from goatherd.infrastructure.sandbox import new_worktree_sandbox
 from goatherd.infrastructure.sandbox.gitrunner import GitRunner
 from goatherd.infrastructure.sandbox.gitstate import locate
 from goatherd.infrastructure.store import SQLiteTraceStore
-from tests.faults.test_git_crash import _exited, _git_children
+from tests.faults.test_git_crash import kill_one_git
 from tests.infrastructure.sandbox import gitfixtures as fx
 
 pytestmark = pytest.mark.integration
@@ -63,48 +61,16 @@ class CallKiller:
         self.hit_calls: list[str] = []
 
     def during(self, kind: str, call: Callable[[], object]) -> tuple[bool, object]:
-        done = threading.Event()
-        killed: list[int] = []
-        seen: list[int] = []
         skip = self.rng.randrange(self.calls.get(kind, 40))
         delay = self.rng.uniform(0, self.delay)
-
-        def hunt() -> None:
-            while not done.is_set():
-                for pid in _git_children():
-                    if pid in seen:
-                        continue
-                    seen.append(pid)
-                    if len(seen) <= skip:
-                        continue
-                    done.wait(delay)
-                    if _exited(pid):
-                        continue  # it ended first: the next call is the target
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        continue
-                    killed.append(pid)
-                    return
-                done.wait(0.0003)
-
-        thread = threading.Thread(target=hunt)
-        thread.start()
-        try:
-            try:
-                result: object = call()
-            except GitError as error:
-                result = error
-        finally:
-            done.set()
-            thread.join()
+        killed, seen, result = kill_one_git(call, skip, delay, poll=0.0003)
         # A git that had just exited takes the signal harmlessly: only a call
         # that failed was cut short by the kill.
-        hit = bool(killed) and isinstance(result, (GitError, Failure))
+        hit = killed and isinstance(result, (GitError, Failure))
         if hit:
             self.kills += 1
         elif not killed:
-            self.calls[kind] = max(len(seen), 1)
+            self.calls[kind] = max(seen, 1)
         return hit, result
 
 
