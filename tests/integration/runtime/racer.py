@@ -47,7 +47,9 @@ def _hold():
         if boundary != "before-commit" or ":claim" not in intent or held:
             return
         held.append(True)
-        Path(hold, str(os.getpid())).write_text(intent)
+        partial = Path(hold, f"{os.getpid()}.partial")
+        partial.write_text(intent)  # whole before its name appears
+        partial.replace(Path(hold, str(os.getpid())))
         while not Path(hold, "release").exists():
             time.sleep(0.002)
 

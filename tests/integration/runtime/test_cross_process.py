@@ -94,7 +94,7 @@ def race(
 def _release_when_all_hold(held: Path, procs: list[subprocess.Popen[str]]) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        waiting = len(list(held.iterdir()))
+        waiting = sum(1 for p in held.iterdir() if p.suffix != ".partial")
         running = sum(proc.poll() is None for proc in procs)
         if waiting >= running:  # every racer still running is at its claim
             break

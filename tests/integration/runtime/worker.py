@@ -70,7 +70,12 @@ def main() -> None:
 
                 def hang(boundary: str, intent: str) -> None:
                     if boundary == "after-effect":
-                        Path(args.hang_after_effect).write_text(intent)
+                        # Written whole, then renamed: the test reads the
+                        # intent as soon as the name exists.
+                        marker = Path(args.hang_after_effect)
+                        partial = marker.with_name(marker.name + ".partial")
+                        partial.write_text(intent)
+                        partial.replace(marker)
                         time.sleep(120)
 
                 mgr.context.faults = hang
