@@ -71,7 +71,9 @@ def _claim_of(
     out = model.output(holder)
     if out.exists and out.claimed_by:
         seq = out.claimed_by.rpartition(":")[2]
-        verb = out.claimed_by.split(":settle:", 1)[-1].rpartition(":")[0]
+        # The intent is "<owner>:settle:<verb>:<seq>" and an owner may itself
+        # contain ":settle:": the verb is what follows the last one.
+        verb = out.claimed_by.rsplit(":settle:", 1)[-1].rpartition(":")[0]
         needs = {out.scope_owner, out.claim_parent, ws_owner}
         finish = f"goatherd settle {holder} {verb} --resume {seq}"
         return needs, out.claimed_by, finish, "output", _int(seq)
