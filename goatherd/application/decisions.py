@@ -17,6 +17,15 @@ against the trace, across threads and processes:
    vouching for those heads and the command decides again, up to
    :data:`DECISION_RETRIES` times.
 
+Every event that names no cause of its own cites the head of each path it
+is placed on (ADR 0087): the record ids at the heads of step 2, which the
+guard of step 4 holds, or the event placed just before it on that path in
+the same decision. So a path's records form one causal chain, and a fork
+(placed on the parent's path and the child's empty one) cites the parent's
+head: the causal closure of a child's work reaches what the parent had
+recorded when it forked. Events that name their causes (a merge or discard
+citing the fork, a settlement citing the sealed output) keep exactly those.
+
 So of several processes deciding on the same output, checkpoint or workspace
 at once, exactly one append commits; the others decide again on the new
 state and fail with the rule that state breaks.
@@ -24,11 +33,11 @@ state and fail with the rule that state breaks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Final
 
-from goatherd.application.runtime import FaultHook, RuntimeTrace
+from goatherd.application.runtime import FaultHook
 from goatherd.application.runtime_model import RuntimeModel
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
@@ -87,6 +96,41 @@ class Decision:
         """The events, in record order."""
         return [event for _, event in self.placements]
 
+    def citing_heads(self, head_ids: Mapping[str, str]) -> Decision:
+        """Return this decision with every uncaused event citing its paths' heads.
+
+        ``head_ids`` maps each written path to the record id at its head
+        (``""``: an empty path). An event that names no causes gets, as its
+        causes, the head of each path it is placed on, in placement order and
+        without repeats (an event on a path left empty cites nothing there);
+        the head of a path then moves to that event. Events with causes of
+        their own keep them (and still move the heads).
+        """
+        # A head is a record id, or an event of this decision whose id is
+        # computed only if a later event cites it (a digest costs CPU).
+        heads: dict[str, str | RuntimeEvent] = dict(head_ids)
+        ids: dict[int, str] = {}
+
+        def head_id(owner: str) -> str:
+            head = heads.get(owner, "")
+            if isinstance(head, str):
+                return head
+            if id(head) not in ids:
+                ids[id(head)] = head.record_id()
+            return ids[id(head)]
+
+        placements: list[tuple[tuple[str, ...], RuntimeEvent]] = []
+        for owners, event in self.placements:
+            if not event.caused_by:
+                cited = dict.fromkeys(head_id(o) for o in owners)
+                cited.pop("", None)
+                if cited:
+                    event = replace(event, caused_by=tuple(cited))
+            for owner in owners:
+                heads[owner] = event
+            placements.append((owners, event))
+        return Decision(tuple(placements), self.guards)
+
     def batch(self, intent: str) -> AppendBatch:
         """Return the append batch: one group per path, drafts in record order."""
         groups: dict[str, list[RecordDraft]] = {}
@@ -131,18 +175,23 @@ def record_decision(
         owners = decision.owners
         # Nothing committed since the decision's view (the tail is still
         # where the catch-up left it): the heads the model saw are the heads.
-        heads = None
+        heads: dict[str, int] | None = None
+        head_ids: dict[str, str] | None = None
         vouched = model.vouched_heads(owners)
         if vouched is not None and vouched[0] == position and model.is_tail(position):
             heads = vouched[1]
-        if heads is None:
-            heads = _heads(trace, owners)
+            head_ids = model.vouched_head_ids(heads)
+        if heads is None or head_ids is None:
+            read = trace.head_records(owners)
+            heads = {owner: found[0] for owner, found in read.items()}
+            head_ids = {owner: found[1] for owner, found in read.items()}
             if not model.knows_heads(heads):
                 model.refresh()
             if model.touched_since(owners, position):
                 moved = sorted(owners)[0]
                 last = OrdinalConflictError(moved, heads[moved], trace.head(moved))
                 continue
+        decision = decision.citing_heads(head_ids)
         _fault(faults, "before-commit", intent)
         try:
             receipt = trace.append(
@@ -158,10 +207,6 @@ def record_decision(
         return receipt
     assert last is not None
     raise last
-
-
-def _heads(trace: RuntimeTrace, owners: Iterable[str]) -> dict[str, int]:
-    return trace.heads(list(owners))
 
 
 def _fault(faults: FaultHook | None, boundary: str, intent: str) -> None:

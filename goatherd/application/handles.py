@@ -25,7 +25,7 @@ trace (ADR 0057).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeAlias
 
@@ -371,10 +371,15 @@ class Scope:
         payload: Mapping[str, Any],
         *,
         seq: int | None = None,
+        caused_by: Sequence[str] = (),
     ) -> Result[str, FactFailure]:
-        """Append one capture of the caller's own schema; returns its record id."""
+        """Append one capture of the caller's own schema; returns its record id.
+
+        The record cites ``caused_by`` when given, else this scope's path
+        head (after a fork, the fork record: ADR 0087).
+        """
         self._ensure()
-        return self._append_fact(schema_ref, kind_label, payload, seq)
+        return self._append_fact(schema_ref, kind_label, payload, seq, caused_by)
 
     @safe(exceptions=FACT_FAILURES)
     def _append_fact(
@@ -383,9 +388,10 @@ class Scope:
         kind_label: str,
         payload: Mapping[str, Any],
         seq: int | None,
+        caused_by: Sequence[str],
     ) -> str:
         return scopes.append_fact(
-            self._ctx, self.id, schema_ref, kind_label, payload, seq
+            self._ctx, self.id, schema_ref, kind_label, payload, seq, caused_by
         )
 
     def record_run_completed(

@@ -16,7 +16,7 @@ The :class:`~goatherd.application.Scope` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from returns.result import Result
@@ -241,10 +241,15 @@ class ScopeManager:
         payload: Mapping[str, Any],
         *,
         seq: int | None = None,
+        caused_by: Sequence[str] = (),
     ) -> str:
-        """Append one capture of the caller's own schema; return its record id."""
+        """Append one capture of the caller's own schema; return its record id.
+
+        The record cites ``caused_by`` when given, else the scope's path head
+        (after a fork, the fork record: ADR 0087).
+        """
         return scopes.append_fact(
-            self._ctx, scope_id, schema_ref, kind_label, payload, seq
+            self._ctx, scope_id, schema_ref, kind_label, payload, seq, caused_by
         )
 
     @command(FACT_FAILURES, "FactFailure")

@@ -95,6 +95,10 @@ class RuntimeTrace(Protocol):
         """Return several paths' next ordinals in one read."""
         ...
 
+    def head_records(self, owners: Collection[str]) -> dict[str, tuple[int, str]]:
+        """Return several paths' next ordinals and head record ids in one read."""
+        ...
+
     def max_position(self) -> int:
         """Return the highest committed log position (``-1`` when empty)."""
         ...

@@ -105,6 +105,8 @@ class RuntimeModel:
         # Path heads this process can vouch for without reading them (see
         # ``vouched_heads``): exact as of the entry that set them.
         self._exact: dict[str, int] = {}
+        # The record id at each of those heads (what a decision cites).
+        self._exact_ids: dict[str, str] = {}
         self._gapless = True  # every entry up to the position was folded
         self._distrusted: set[str] = set()
         self._counted: dict[str, set[tuple[str, str]]] = {}
@@ -150,6 +152,7 @@ class RuntimeModel:
                 if bulk:
                     # Entries of other schemas are skipped: no head is exact.
                     self._exact.clear()
+                    self._exact_ids.clear()
                     self._gapless = False
                 entries = self._trace.read_log(
                     self._position,
@@ -201,6 +204,7 @@ class RuntimeModel:
                 self._last_on_path[owner] = position
                 self._known_heads[owner] = ordinal + 1
                 self._exact[owner] = ordinal + 1
+                self._exact_ids[owner] = record_id
                 self._distrusted.discard(owner)
                 self._position = position
             return True
@@ -212,6 +216,7 @@ class RuntimeModel:
             self._known_heads[view.trace_owner_id] = head
             if whole:
                 self._exact[view.trace_owner_id] = head
+                self._exact_ids[view.trace_owner_id] = entry.record.envelope.record_id
                 self._distrusted.discard(view.trace_owner_id)
         if entry.record.envelope.schema_ref in self._schemas:
             owner = view.trace_owner_id if view is not None else ""
@@ -289,6 +294,23 @@ class RuntimeModel:
                 heads[owner] = found
             return self._position, heads
 
+    def vouched_head_ids(self, heads: dict[str, int]) -> dict[str, str] | None:
+        """Return the record id at each of these vouched heads (``""``: empty path).
+
+        ``None`` when the model no longer vouches for one of them exactly as
+        given (another entry was folded there since): the caller reads them.
+        """
+        with self._lock:
+            ids = {}
+            for owner, head in heads.items():
+                if head == 0:
+                    ids[owner] = ""
+                    continue
+                if self._exact.get(owner) != head or owner not in self._exact_ids:
+                    return None
+                ids[owner] = self._exact_ids[owner]
+            return ids
+
     def is_tail(self, position: int) -> bool:
         """Whether ``position`` is provably still the log's last (one cheap read).
 
@@ -313,6 +335,7 @@ class RuntimeModel:
         with self._lock:
             for owner in owners:
                 self._exact.pop(owner, None)
+                self._exact_ids.pop(owner, None)
                 self._distrusted.add(owner)
 
     def touched_since(self, owners: set[str], position: int) -> bool:

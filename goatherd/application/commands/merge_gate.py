@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from goatherd.application.commands.context import RuntimeContext
-from goatherd.application.commands.scopes import parent_of
+from goatherd.application.commands.scopes import first_record_id, parent_of
 from goatherd.application.decisions import Decision
 from goatherd.application.errors import NoSandboxError, UnsupportedError
 from goatherd.application.runtime import lifecycle_intent
@@ -61,7 +61,6 @@ def record_merge_proposal(
         prior = ctx.first_record(intent, seq)
         if prior is not None:
             return prior
-        ids: list[str] = []
 
         def decide() -> Decision:
             scope = ctx.model.scope(owner)
@@ -74,11 +73,9 @@ def record_merge_proposal(
                 changes=tuple(changes_payload(proposal.changes)),
                 diff_digest=diff_digest(proposal.diff),
             )
-            ids.append(event.record_id())
             return Decision().place(event, owner)
 
-        ctx.record(intent, decide)
-        return ids[-1]
+        return first_record_id(ctx.record(intent, decide))
 
 
 def record_merge_decision(
@@ -109,5 +106,5 @@ def record_merge_decision(
             reason=reason if not approved and reason else None,
             action=action or None,
         )
-        ctx.record(intent, lambda: Decision().place(event, parent))
-        return event.record_id()
+        receipt = ctx.record(intent, lambda: Decision().place(event, parent))
+        return first_record_id(receipt)

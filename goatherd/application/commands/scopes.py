@@ -10,7 +10,7 @@ and the destruction is recorded too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from goatherd.application.commands.claims import check_no_claim_needs
@@ -19,6 +19,7 @@ from goatherd.application.decisions import Decision
 from goatherd.application.ports import Addressed, Sandbox
 from goatherd.application.runtime import fork_intent, lifecycle_intent
 from goatherd.domain import (
+    AppendReceipt,
     OpaqueRecord,
     RecordInputError,
     RecordMode,
@@ -28,6 +29,7 @@ from goatherd.domain import (
     SandboxDestroyed,
     ScopeAggregate,
     ScopeDiscarded,
+    UnknownFactError,
     decode_payload,
     is_runtime_schema,
     validate_schema_ref,
@@ -36,9 +38,11 @@ from goatherd.domain import (
 __all__ = [
     "RUNTIME_NAMESPACE",
     "append_fact",
+    "check_fact_parents",
     "check_fact_schema",
     "create_root",
     "destroy_owned_sandbox",
+    "first_record_id",
     "fork",
     "halt",
     "inject",
@@ -230,15 +234,23 @@ def inject(ctx: RuntimeContext, scope_id: str, guidance: str, seq: int | None) -
         prior = ctx.first_record(intent, seq)
         if prior is not None:
             return prior
-        ids: list[str] = []
 
         def decide() -> Decision:
             event = ctx.model.scope(owner).inject(guidance)
-            ids.append(event.record_id())
             return Decision().place(event, owner)
 
-        ctx.record(intent, decide)
-        return ids[-1]
+        return first_record_id(ctx.record(intent, decide))
+
+
+def first_record_id(receipt: AppendReceipt | None) -> str:
+    """Return the id of the first record a decision appended.
+
+    Read from the receipt, not the decided event: the append fills in the
+    causes of an event that names none (the path's head, ADR 0087).
+    """
+    assert receipt is not None
+    assert receipt.fact_ids
+    return receipt.fact_ids[0]
 
 
 def check_fact_schema(schema_ref: str) -> None:
@@ -256,6 +268,30 @@ def check_fact_schema(schema_ref: str) -> None:
         raise ReservedSchemaError(schema_ref)
 
 
+def check_fact_parents(caused_by: Sequence[str]) -> tuple[str, ...]:
+    """Return the explicit parents of a fact as a tuple, checked.
+
+    Raises:
+        TypeError: one string where a sequence of record ids is expected.
+        RecordInputError: an entry that is no non-empty string, or a repeat.
+    """
+    if isinstance(caused_by, str):
+        raise TypeError(
+            "append_fact: caused_by takes a sequence of record ids,"
+            f" not one string: write caused_by=({caused_by!r},)"
+        )
+    parents = tuple(caused_by)
+    for parent in parents:
+        if not isinstance(parent, str) or not parent:
+            raise RecordInputError(
+                f"append_fact: caused_by holds {parent!r}, not a record id"
+            )
+    repeated = sorted({p for p in parents if parents.count(p) > 1})
+    if repeated:
+        raise RecordInputError(f"append_fact: caused_by repeats {repeated[0]}")
+    return parents
+
+
 def append_fact(
     ctx: RuntimeContext,
     scope_id: str,
@@ -263,18 +299,26 @@ def append_fact(
     kind_label: str,
     payload: Mapping[str, Any],
     seq: int | None,
+    caused_by: Sequence[str] = (),
 ) -> str:
     """Append one capture of the caller's own schema on the scope's path.
 
-    Any lifecycle state may record facts. Returns the record id.
+    Any lifecycle state may record facts. The record cites ``caused_by``
+    when given (exactly those, in order), else the scope path's head: the
+    record before it there, or for a child's first record its fork record
+    (ADR 0087). Returns the record id.
 
     Raises:
         ScopeNotFoundError; ReservedSchemaError; RecordInputError for an
-        empty schema; CanonicalEncodingError for a payload that is not plain JSON.
+        empty schema or a bad or unknown parent; CanonicalEncodingError for
+        a payload that is not plain JSON; TypeError for a bare string as
+        ``caused_by``.
     """
     check_fact_schema(schema_ref)
+    parents = check_fact_parents(caused_by)
     owner = ctx.known(scope_id).owner
     event = OpaqueRecord(
+        caused_by=parents,
         record_schema=schema_ref,
         record_mode=RecordMode.CAPTURE,
         record_kind_label=kind_label or schema_ref,
@@ -285,8 +329,12 @@ def append_fact(
         prior = ctx.first_record(intent, seq)
         if prior is not None:
             return prior
-        ctx.record(intent, lambda: Decision().place(event, owner))
-        return event.record_id()
+        try:
+            receipt = ctx.record(intent, lambda: Decision().place(event, owner))
+        except UnknownFactError as error:
+            # The heads a decision cites exist: an unknown parent is the caller's.
+            raise RecordInputError(f"append_fact: caused_by: {error}") from None
+        return first_record_id(receipt)
 
 
 def record_run_completed(
@@ -305,8 +353,9 @@ def record_run_completed(
         prior = ctx.first_record(intent, seq)
         if prior is not None:
             return prior
-        ctx.record(intent, lambda: Decision().place(event, owner))
-        return event.record_id()
+        return first_record_id(
+            ctx.record(intent, lambda: Decision().place(event, owner))
+        )
 
 
 def prune_terminal(ctx: RuntimeContext) -> int:

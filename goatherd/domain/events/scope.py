@@ -77,6 +77,10 @@ class ScopeCreated(RuntimeEvent):
 class ScopeForked(RuntimeEvent):
     """A child scope was forked (parent's path + the child's genesis).
 
+    The runtime records it citing the record at the head of the parent's
+    path (the seed's cites nothing; ADR 0087); its id is the child's fork
+    point either way.
+
     Attributes:
         child_owner: the child's owner path.
         parent_owner: the parent's owner path (absent in the seed's layout).

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, and_, func, select
 
 from goatherd.domain.contexts import OperationContext
 from goatherd.domain.effects import EffectEvent
@@ -930,6 +930,40 @@ class SqlAlchemyTraceStore:
             ).all()
         found = {str(owner): int(value) for owner, value in rows}
         return {owner: found.get(owner, 0) for owner in wanted}
+
+    def head_records(self, owners: Collection[str]) -> dict[str, tuple[int, str]]:
+        """Return each owner's next ordinal and the record id at its head, at once.
+
+        The record id is ``""`` for an empty (or unknown) path. Both come from
+        one statement, so the id is the record at exactly that head: what an
+        append guarded by that head cites as the path's head (ADR 0087).
+        """
+        wanted = sorted({check_text(owner, "owner") for owner in owners})
+        if not wanted:
+            return {}
+        owner: Any = owner_ordinals.c.trace_owner_id
+        if self._postgres:  # path_ref is C-collated: compare in that collation
+            owner = owner.collate("C")
+        joined = owner_ordinals.outerjoin(
+            path_entries,
+            and_(
+                path_entries.c.path_ref == owner,
+                path_entries.c.path_ordinal == owner_ordinals.c.next_ordinal - 1,
+            ),
+        )
+        stmt = (
+            select(
+                owner_ordinals.c.trace_owner_id,
+                owner_ordinals.c.next_ordinal,
+                path_entries.c.record_id,
+            )
+            .select_from(joined)
+            .where(owner_ordinals.c.trace_owner_id.in_(wanted))
+        )
+        with self._reading() as reader:
+            rows = reader.conn.execute(stmt).all()
+        found = {str(o): (int(n), str(r or "")) for o, n, r in rows}
+        return {o: found.get(o, (0, "")) for o in wanted}
 
     def intent_committed_at(self, intent_id: str) -> datetime | None:
         """Return when an intent committed (the ledger's clock; ``None``: not).

@@ -686,8 +686,11 @@ class Environments:
                 continue
             owner = f"{self.root_owner}:{planned}"
             env_entries = store.read_path(owner)
+            # Answered on the environment's path: its result cites the call
+            # (the fork record there cites it too, as the root's head then).
             if any(
-                record.record_id in e.record.envelope.caused_by_record_ids
+                is_result(e)
+                and record.record_id in e.record.envelope.caused_by_record_ids
                 for e in env_entries
             ):
                 continue

@@ -170,9 +170,10 @@ def test_the_verdict_is_recorded_once_on_the_parents_path(
         "action": "rework",
     }
     assert list(entries[0].record.envelope.caused_by_record_ids) == [proposed]
-    # An approval carries no reason and no action; no proposal, no cause.
+    # An approval carries no reason and no action; without a proposal it
+    # cites the parent path's head (the verdict before it, ADR 0087).
     assert second == {"approved": True, "child_scope": child_id}
-    assert list(entries[1].record.envelope.caused_by_record_ids) == []
+    assert list(entries[1].record.envelope.caused_by_record_ids) == [rejected]
     assert payloads(store, "kid", SupervisorDecided.SCHEMA) == []
 
 
