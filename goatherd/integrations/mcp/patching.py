@@ -28,6 +28,10 @@ __all__ = ["MAX_PATCH_BYTES", "PatchedFile", "apply_patch"]
 MAX_PATCH_BYTES: Final = 4 * 1024 * 1024
 """The largest patch ``apply_patch`` accepts (UTF-8 bytes)."""
 
+_NO_FILE: Final = (
+    "the patch changes no file (a unified diff names each file in --- a/PATH"
+    " and +++ b/PATH lines)"
+)
 _SYMLINK_MODE: Final = re.compile(r"^(new file mode|new mode) 120000\b", re.MULTILINE)
 _FAILED: Final = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 _HUNK: Final = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@.*$")
@@ -75,6 +79,8 @@ def _numstat(git: GitRunner, data: bytes) -> tuple[PatchedFile, ...]:
     try:
         out = git.run("apply", "--numstat", "-z", "-", stdin=data)
     except GitError as error:
+        if "No valid patches" in error.stderr:
+            raise ToolInputError(_NO_FILE) from None
         raise ToolInputError(
             f"not a patch git can read: {_first(error.stderr)}"
         ) from None
@@ -93,7 +99,7 @@ def _numstat(git: GitRunner, data: bytes) -> tuple[PatchedFile, ...]:
             path = raw.decode("utf-8", "surrogateescape")
             files.append(PatchedFile(path, _count(added), _count(deleted)))
     if not files:
-        raise ToolInputError("the patch changes no file (is it a unified diff?)")
+        raise ToolInputError(_NO_FILE)
     return tuple(files)
 
 

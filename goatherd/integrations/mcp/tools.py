@@ -72,7 +72,11 @@ from goatherd.integrations.mcp.files import (
 )
 from goatherd.integrations.mcp.halting import MARKER, HaltWatch
 from goatherd.integrations.mcp.patching import MAX_PATCH_BYTES, apply_patch
-from goatherd.integrations.mcp.policy import default_rules
+from goatherd.integrations.mcp.policy import (
+    default_rules,
+    destructive_reason,
+    own_removal_targets,
+)
 from goatherd.integrations.mcp.recording import (
     CallRecorder,
     RecordedCall,
@@ -214,11 +218,15 @@ class WorkspaceTools:
         tool: str,
         args: Mapping[str, object],
         body: Callable[[Environment], _Done],
+        prepare: Callable[[Environment], Mapping[str, object]] | None = None,
     ) -> ToolReply:
         owner = self.environments.owner_of(environment_id)
         with self.environments.lock(owner):
             seen = self.environments.observe(owner)
-            call = self._recorder.declare(owner, tool, args, seen.last)
+            extra = prepare(seen.env) if prepare is not None else {}
+            # What prepare recorded (a checkpoint) now ends the path.
+            after = None if extra else seen.last
+            call = self._recorder.declare(owner, tool, {**args, **extra}, after)
             return self._judged(seen, call, body)
 
     def _judged(
@@ -427,12 +435,51 @@ class WorkspaceTools:
         _text(cwd, "cwd", limit=4096)
         timeout = self._timeout(timeout_seconds)
         args = {"cmd": command, "cwd": cwd, "timeout_seconds": timeout}
-        return self._call(
-            environment_id,
-            "run",
-            args,
-            lambda env: self._run(env, command, cwd, timeout),
-        )
+        taken: dict[str, str] = {}
+
+        def prepare(env: Environment) -> Mapping[str, object]:
+            removes = self._own_removals(env, command, cwd)
+            if not removes:
+                return {}
+            manager = self.environments.manager
+            cp = unwrap(manager.create_checkpoint(env.scope_id, b""))
+            taken["checkpoint_id"] = cp.id
+            return {"checkpoint_id": cp.id, "removes": list(removes[:100])}
+
+        def body(env: Environment) -> _Done:
+            done = self._run(env, command, cwd, timeout)
+            if not taken:
+                return done
+            checkpoint = taken["checkpoint_id"]
+            text = (
+                f"checkpoint {checkpoint} was taken before this removal;"
+                f" restore it to get the files back\n{done.text}"
+            )
+            data = {**done.data, "checkpoint_id": checkpoint}
+            record = {**done.record, "checkpoint_id": checkpoint}
+            return _Done(text, data, record, done.success, done.is_error)
+
+        return self._call(environment_id, "run", args, body, prepare)
+
+    def _own_removals(self, env: Environment, command: str, cwd: str) -> list[str]:
+        """The targets of an ``rm -r`` confined to the worktree, else nothing.
+
+        Only a line the rule would deny but for its own-worktree exception
+        qualifies, and only when every target resolves (symlinks followed)
+        inside the worktree, not at its root, not in ``.git``.
+        """
+        if destructive_reason(command) is None:
+            return []
+        targets = own_removal_targets(command, cwd)
+        if targets is None:
+            return []
+        files = WorkspaceFiles(env.worktree)
+        try:
+            for target in targets:
+                files.check_target(target)
+        except ToolInputError:
+            return []
+        return list(targets)
 
     def _timeout(self, value: object) -> float:
         if value is None:
