@@ -53,7 +53,8 @@ def _session() -> tuple[list[Step], list[str]]:
         if kind == "json":
             steps.append(Step(json.loads(body), []))
         elif kind == "text":
-            assert steps and not steps[-1].excerpt, "a reply excerpt follows a call"
+            assert steps, "a reply excerpt follows a call"
+            assert not steps[-1].excerpt, "one reply excerpt per call"
             steps[-1].excerpt = [line.strip() for line in body.splitlines()]
         else:
             shell = [line for line in body.splitlines() if line.strip()]

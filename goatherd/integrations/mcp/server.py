@@ -113,8 +113,9 @@ recorded in an audited trace, and a supervisor judges each one.
 
 1. open_environment (or resume one by its id) and keep its environment_id.
 2. Work only through these tools: run (a shell command, confined to the
-   worktree, with a timeout), read_file, write_file, edit_file, list_files,
-   delete_path and move_path (use these, not rm or mv, to remove or rename).
+   worktree, with a timeout), read_file, write_file, edit_file, apply_patch,
+   list_files, tree, search, delete_path and move_path (rm -r of literal
+   paths inside the worktree runs after a checkpoint the server takes).
 3. checkpoint before a risky step (pass your conversation so far if you want
    it back); restore rolls the worktree back, once per checkpoint.
 4. diff shows your changes against the base; propose seals them for a human,
