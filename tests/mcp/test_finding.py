@@ -146,6 +146,7 @@ def test_apply_patch_applies_whole_and_is_recorded(make_tools: ToolsFactory) -> 
     assert call["patch_bytes"] == len(patch.encode())
     assert result["success"] is True
     assert result["files"] == reply.data["files"]
+    assert result["count"] == 2
 
 
 def test_a_failing_hunk_is_named_and_nothing_changes(make_tools: ToolsFactory) -> None:

@@ -794,8 +794,10 @@ class WorkspaceTools:
                 for f in files
             ]
             data = {"files": changed}
-            names = ", ".join(str(f["path"]) for f in changed)
-            return _Done(f"applied the patch to {names}", data, data)
+            names = ", ".join(str(f["path"]) for f in changed[:50])
+            more = f" and {len(changed) - 50} more" if len(changed) > 50 else ""
+            record = {"files": changed[:500], "count": len(changed)}
+            return _Done(f"applied the patch to {names}{more}", data, record)
 
         return self._call(environment_id, "apply_patch", args, body)
 
