@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema  # type: ignore[import-untyped]  # a dependency of mcp
 import pytest
 from mcp import Client
 from mcp_types import ReadResourceResult, TextResourceContents
@@ -89,6 +90,9 @@ def test_tools_publish_schemas_with_their_required_fields(
         "write_file",
         "edit_file",
         "list_files",
+        "search",
+        "tree",
+        "apply_patch",
         "delete_path",
         "move_path",
         "checkpoint",
@@ -103,6 +107,61 @@ def test_tools_publish_schemas_with_their_required_fields(
         "old_text",
         "new_text",
     }
+
+
+PATCH = (
+    "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+    "-    return a - b\n+    return a + b\n"
+)
+
+
+def test_every_tool_declares_an_output_schema_its_results_match(
+    project: Path, tmp_path: Path
+) -> None:
+    """Each tool is called once through a real session; success is validated."""
+
+    async def main() -> tuple[dict[str, Any], list[tuple[str, Any, bool]]]:
+        params = server_parameters(project, str(tmp_path / "t.sqlite"), tmp_path / "w")
+        async with agent(params) as me:
+            listed = await me.client.list_tools()
+            schemas = {tool.name: tool.output_schema for tool in listed.tools}
+            await me.open("schemas")
+            checkpoint = await me.ok("checkpoint", label="before")
+            steps: list[tuple[str, dict[str, Any]]] = [
+                ("list_environments", {}),
+                ("tree", {"depth": 2}),
+                ("search", {"pattern": "def add"}),
+                ("read_file", {"path": "calc.py", "line_numbers": True}),
+                ("apply_patch", {"patch": PATCH}),
+                ("write_file", {"path": "scratch/a.txt", "content": "a\n"}),
+                (
+                    "edit_file",
+                    {"path": "scratch/a.txt", "old_text": "a", "new_text": "b"},
+                ),
+                ("list_files", {"recursive": True}),
+                ("move_path", {"source": "scratch/a.txt", "destination": "b.txt"}),
+                ("delete_path", {"path": "b.txt"}),
+                ("run", {"command": "python3 -m unittest -q"}),
+                ("run", {"command": "rm -r scratch"}),
+                ("diff", {}),
+                ("propose", {"summary": "fix add"}),
+                ("restore", {"checkpoint_id": checkpoint["checkpoint_id"]}),
+                ("open_environment", {"environment_id": me.environment}),
+            ]
+            seen = [(t, r.structured_content, r.is_error) for t, _, r in me.calls]
+            for tool, args in steps:
+                result = await me.call(tool, **args)
+                seen.append((tool, result.structured_content, result.is_error))
+            return schemas, seen
+
+    schemas, seen = anyio.run(main)
+    assert [name for name, schema in schemas.items() if not schema] == []
+    assert {tool for tool, _, _ in seen} == set(schemas)
+    for tool, content, is_error in seen:
+        assert not is_error, (tool, content)
+        jsonschema.validate(content, schemas[tool])
+    ran = [content for tool, content, _ in seen if tool == "run"]
+    assert "checkpoint_id" in ran[-1]
 
 
 def _bounded(name: str, field: str, spec: dict[str, Any]) -> list[str]:

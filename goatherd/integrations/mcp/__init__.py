@@ -31,6 +31,7 @@ from goatherd.integrations.mcp.policy import (
     default_rules,
     destructive_command_rule,
     destructive_reason,
+    own_removal_targets,
 )
 from goatherd.integrations.mcp.recording import (
     SERVER_STARTED_SCHEMA,
@@ -70,6 +71,7 @@ __all__ = [
     "default_rules",
     "destructive_command_rule",
     "destructive_reason",
+    "own_removal_targets",
     "require_loopback",
     "result_schema",
     "root_owner_for",

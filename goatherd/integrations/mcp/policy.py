@@ -21,6 +21,14 @@ rules (:func:`default_rules`), in the order the gate consults them:
   ``python -c``). The boundary is Landlock (a command writes nothing outside
   its worktree) and the checkpoints (whatever it did in the worktree can be
   rolled back).
+
+  One exception keeps agents from routing around the rule (ADR 0086): a
+  line whose only destructive commands are plain ``rm -r`` of literal paths
+  inside the agent's own worktree (:func:`own_removal_targets`: no glob,
+  variable, ``~``, ``..``, absolute path, ``.git`` or the worktree itself,
+  and no ``cd`` on the line) passes when its declaration carries the
+  ``checkpoint_id`` the server took first, after checking that each target
+  resolves inside the worktree. Anything else stays denied.
 * ``stuck_detection`` (built in): guidance after the same call five times
   running.
 * ``error_rate_guard`` (built in): guidance when half of the last ten calls
@@ -30,6 +38,7 @@ rules (:func:`default_rules`), in the order the gate consults them:
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,6 +65,7 @@ __all__ = [
     "default_rules",
     "destructive_command_rule",
     "destructive_reason",
+    "own_removal_targets",
 ]
 
 DESTRUCTIVE_COMMAND_RULE: Final = "destructive_command_block"
@@ -550,6 +560,77 @@ _JUDGES: Final[dict[str, Callable[[list[Word], int], str | None]]] = {
 }
 
 
+_RM_OWN_SHORTS: Final = frozenset("rRfvdiI")
+_RM_OWN_LONGS: Final = frozenset(
+    {"force", "recursive", "dir", "verbose", "interactive", "one-file-system"}
+)
+_CHANGES_DIRECTORY: Final = frozenset({"cd", "pushd", "popd"})
+
+
+def own_removal_targets(command: str, cwd: str = "") -> tuple[str, ...] | None:
+    """The worktree paths a line removes, when its only destructive parts do that.
+
+    Returns the targets (relative to the worktree root, normalized) when
+    every destructive command of ``command`` is a plain ``rm`` (no wrapper)
+    whose options are the usual ones and whose operands are literal paths
+    relative to ``cwd`` (itself relative to the worktree): no glob, variable
+    or substitution, no ``~``, ``..`` or absolute path, nothing in ``.git``,
+    not the worktree itself. ``None`` otherwise, and when the line changes
+    directory (``cd``): the targets could not be resolved. This reads text
+    only; the caller checks that each target resolves inside the worktree.
+    """
+    try:
+        commands = parse_commands(command)
+    except ShellSyntaxError:
+        return None
+    base = _relative_cwd(cwd)
+    if base is None:
+        return None
+    targets: list[str] = []
+    for simple in commands:
+        words = list(simple.words)
+        first = words[0].literal if words else ""
+        if first is None or os.path.basename(first) in _CHANGES_DIRECTORY:
+            return None
+        if _judge(words, 0) is None:
+            continue
+        if os.path.basename(first) != "rm":
+            return None
+        found = _plain_rm(words[1:], base)
+        if found is None:
+            return None
+        targets.extend(found)
+    return tuple(targets) if targets else None
+
+
+def _relative_cwd(cwd: str) -> str | None:
+    if cwd.startswith("/") or "\0" in cwd:
+        return None
+    parts = [part for part in cwd.split("/") if part not in ("", ".")]
+    if ".." in parts or ".git" in parts:
+        return None
+    return "/".join(parts)
+
+
+def _plain_rm(args: list[Word], base: str) -> list[str] | None:
+    parsed = _getopt(args, _RM_LONGS)
+    if parsed.computed or not parsed.shorts <= _RM_OWN_SHORTS:
+        return None
+    if not parsed.longs <= _RM_OWN_LONGS or not parsed.operands:
+        return None
+    targets = []
+    for operand in parsed.operands:
+        text = operand.literal
+        if text is None or not text or text.startswith(("/", "~")):
+            return None
+        parts = [part for part in text.split("/") if part not in ("", ".")]
+        if not parts or ".." in parts or ".git" in parts or "\0" in text:
+            return None
+        target = posixpath.join(base, *parts) if base else "/".join(parts)
+        targets.append(target)
+    return targets
+
+
 def destructive_command_rule() -> SupervisionRule:
     """Deny a declared shell call whose command :func:`destructive_reason` flags.
 
@@ -565,13 +646,26 @@ def destructive_command_rule() -> SupervisionRule:
         )
 
     def action(event: SupervisedEvent) -> Intervention | None:
-        reason = destructive_reason(str(event.payload["cmd"]))
+        command = str(event.payload["cmd"])
+        reason = destructive_reason(command)
         if reason is None:
             return None
+        cwd = event.payload.get("cwd", "")
+        checkpointed = isinstance(event.payload.get("checkpoint_id"), str)
+        own = isinstance(cwd, str) and own_removal_targets(command, cwd) is not None
+        if checkpointed and own:
+            return None  # the agent's own worktree, checkpointed first
+        hint = ""
+        if reason == "rm -r":
+            hint = (
+                " rm -r runs only on literal paths inside your worktree (no glob,"
+                " variable, ~, .., absolute path, .git or cd; the server"
+                " checkpoints first); or use delete_path."
+            )
         return Intervention(
             InterventionType.DENY,
             scope_id_for_owner(event.trace_owner_id),
-            f"Blocked destructive command ({reason}). Supervisor denied.",
+            f"Blocked destructive command ({reason}). Supervisor denied.{hint}",
         )
 
     return SupervisionRule(DESTRUCTIVE_COMMAND_RULE, match, action)

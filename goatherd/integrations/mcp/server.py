@@ -74,6 +74,30 @@ from pydantic import Field, ValidationError  # noqa: E402
 
 from goatherd.integrations.mcp.environments import MAX_TIMEOUT  # noqa: E402
 from goatherd.integrations.mcp.errors import ToolRefusedError  # noqa: E402
+from goatherd.integrations.mcp.files import (  # noqa: E402
+    MAX_SEARCH_MATCHES,
+    MAX_TREE_DEPTH,
+    MAX_TREE_ENTRIES,
+)
+from goatherd.integrations.mcp.patching import MAX_PATCH_BYTES  # noqa: E402
+from goatherd.integrations.mcp.schemas import (  # noqa: E402
+    ApplyPatchOutput,
+    CheckpointOutput,
+    DeletePathOutput,
+    DiffOutput,
+    EditFileOutput,
+    EnvironmentsOutput,
+    ListFilesOutput,
+    MovePathOutput,
+    OpenEnvironmentOutput,
+    ProposeOutput,
+    ReadFileOutput,
+    RestoreOutput,
+    RunOutput,
+    SearchOutput,
+    TreeOutput,
+    WriteFileOutput,
+)
 from goatherd.integrations.mcp.tools import (  # noqa: E402
     MAX_ARGUMENT_BYTES,
     ToolReply,
@@ -89,8 +113,9 @@ recorded in an audited trace, and a supervisor judges each one.
 
 1. open_environment (or resume one by its id) and keep its environment_id.
 2. Work only through these tools: run (a shell command, confined to the
-   worktree, with a timeout), read_file, write_file, edit_file, list_files,
-   delete_path and move_path (use these, not rm or mv, to remove or rename).
+   worktree, with a timeout), read_file, write_file, edit_file, apply_patch,
+   list_files, tree, search, delete_path and move_path (rm -r of literal
+   paths inside the worktree runs after a checkpoint the server takes).
 3. checkpoint before a risky step (pass your conversation so far if you want
    it back); restore rolls the worktree back, once per checkpoint.
 4. diff shows your changes against the base; propose seals them for a human,
@@ -170,6 +195,7 @@ def build_server(tools: WorkspaceTools, *, version: str = "") -> MCPServer[Any]:
     )
     _environment_tools(server, tools)
     _file_tools(server, tools)
+    _finding_tools(server, tools)
     _path_tools(server, tools)
     _lifecycle_tools(server, tools)
     _resources(server, tools)
@@ -195,7 +221,7 @@ def _environment_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
             str,
             Field(description="resume this environment instead", max_length=256),
         ] = "",
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, OpenEnvironmentOutput]:
         """Open a new environment (a worktree forked from the repository), or resume."""
         return _safe(
             lambda: tools.open_environment(
@@ -204,7 +230,7 @@ def _environment_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         )
 
     @server.tool()
-    def list_environments() -> CallToolResult:
+    def list_environments() -> Annotated[CallToolResult, EnvironmentsOutput]:
         """List this repository's environments, their states and proposed outputs."""
         return _safe(tools.list_environments)
 
@@ -230,7 +256,7 @@ def _environment_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
                 le=MAX_TIMEOUT,
             ),
         ] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RunOutput]:
         """Run a shell command in the worktree, confined (it writes there and $TMPDIR).
 
         Returns the exit code, stdout and stderr (long output keeps its start
@@ -253,7 +279,7 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         line_numbers: Annotated[
             bool, Field(description="prefix each line with its number and a tab")
         ] = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ReadFileOutput]:
         """Read lines of a text file in the worktree (a range, numbered if asked)."""
         return _safe(
             lambda: tools.read_file(
@@ -268,7 +294,7 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         content: Annotated[
             Text, Field(description="the whole new content (UTF-8, at most 4 MiB)")
         ],
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, WriteFileOutput]:
         """Create or replace a file in the worktree (parent directories are made)."""
         return _safe(lambda: tools.write_file(environment_id, path, content))
 
@@ -281,7 +307,7 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         replace_all: Annotated[
             bool, Field(description="replace every occurrence, not exactly one")
         ] = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, EditFileOutput]:
         """Replace exact text in a file of the worktree (it must occur exactly once)."""
         return _safe(
             lambda: tools.edit_file(
@@ -302,9 +328,94 @@ def _file_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
                 " (at most 2,000 entries in all)"
             ),
         ] = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ListFilesOutput]:
         """List a directory of the worktree (.git left out)."""
         return _safe(lambda: tools.list_files(environment_id, path, recursive))
+
+
+def _finding_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
+    @server.tool()
+    def search(
+        environment_id: EnvId,
+        pattern: Annotated[
+            str,
+            Field(
+                description="a Python regular expression, matched against each line",
+                max_length=4096,
+            ),
+        ],
+        path: Annotated[
+            str,
+            Field(
+                description="a directory or file to search ('' is the worktree)",
+                max_length=4096,
+            ),
+        ] = "",
+        glob: Annotated[
+            str,
+            Field(
+                description="only files whose name or path matches (e.g. *.py)",
+                max_length=1024,
+            ),
+        ] = "",
+        ignore_case: Annotated[
+            bool, Field(description="match regardless of case")
+        ] = False,
+        max_matches: Annotated[
+            int,
+            Field(
+                description="stop after this many lines", ge=1, le=MAX_SEARCH_MATCHES
+            ),
+        ] = 200,
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        """Search the worktree's text files for a regular expression (as ripgrep).
+
+        Returns path:line:text for each matching line. Skips .git, symlinks,
+        binary and very large files; stops at max_matches or after 10 s,
+        saying so (truncated).
+        """
+        return _safe(
+            lambda: tools.search(
+                environment_id, pattern, path, glob, ignore_case, max_matches
+            )
+        )
+
+    @server.tool()
+    def tree(
+        environment_id: EnvId,
+        path: Annotated[
+            str, Field(description="a directory ('' is the root)", max_length=4096)
+        ] = "",
+        depth: Annotated[
+            int,
+            Field(description="how many levels down", ge=1, le=MAX_TREE_DEPTH),
+        ] = 3,
+        max_entries: Annotated[
+            int,
+            Field(
+                description="stop after this many entries", ge=1, le=MAX_TREE_ENTRIES
+            ),
+        ] = 500,
+    ) -> Annotated[CallToolResult, TreeOutput]:
+        """List a directory of the worktree as a tree (dirs end in /, links ->)."""
+        return _safe(lambda: tools.tree(environment_id, path, depth, max_entries))
+
+    @server.tool()
+    def apply_patch(
+        environment_id: EnvId,
+        patch: Annotated[
+            str,
+            Field(
+                description="a unified diff (git diff style: --- a/path, +++ b/path)",
+                max_length=MAX_PATCH_BYTES,
+            ),
+        ],
+    ) -> Annotated[CallToolResult, ApplyPatchOutput]:
+        """Apply a unified diff to the worktree: every hunk, or nothing at all.
+
+        A hunk that does not match is refused naming its file and hunk.
+        """
+        return _safe(lambda: tools.apply_patch(environment_id, patch))
 
 
 def _path_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
@@ -316,7 +427,7 @@ def _path_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
             bool,
             Field(description="also remove a directory with everything in it"),
         ] = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, DeletePathOutput]:
         """Remove a file, a symlink or (recursive) a directory of the worktree.
 
         Reversible like every change in the worktree: checkpoint first to get
@@ -329,7 +440,7 @@ def _path_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         environment_id: EnvId,
         source: Path,
         destination: Path,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, MovePathOutput]:
         """Rename a file or directory of the worktree (to a name not taken)."""
         return _safe(lambda: tools.move_path(environment_id, source, destination))
 
@@ -343,7 +454,7 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
             Field(description="a snapshot of your conversation, returned by restore"),
         ] = "",
         label: Annotated[str, Field(description="a note", max_length=1024)] = "",
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, CheckpointOutput]:
         """Checkpoint the worktree (and optionally your conversation)."""
         return _safe(lambda: tools.checkpoint(environment_id, conversation, label))
 
@@ -353,7 +464,7 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         checkpoint_id: Annotated[
             str, Field(description="from checkpoint", max_length=1024)
         ],
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RestoreOutput]:
         """Roll the worktree back to a checkpoint (once); returns its conversation."""
         return _safe(lambda: tools.restore(environment_id, checkpoint_id))
 
@@ -363,7 +474,7 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         max_lines: Annotated[
             int, Field(description="cut the diff after this", ge=1, le=100_000)
         ] = 2000,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, DiffOutput]:
         """Show the worktree's changes against its base (a unified diff)."""
         return _safe(lambda: tools.diff(environment_id, max_lines))
 
@@ -373,7 +484,7 @@ def _lifecycle_tools(server: MCPServer[Any], tools: WorkspaceTools) -> None:
         summary: Annotated[
             str, Field(description="what you changed and why", max_length=65536)
         ] = "",
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ProposeOutput]:
         """Seal the worktree's changes as an output for a human to settle."""
         return _safe(lambda: tools.propose(environment_id, summary))
 

@@ -63,9 +63,20 @@ from goatherd.integrations.mcp.errors import (
     ToolInputError,
     ToolRefusedError,
 )
-from goatherd.integrations.mcp.files import WorkspaceFiles, shown_name
+from goatherd.integrations.mcp.files import (
+    MAX_SEARCH_MATCHES,
+    MAX_TREE_DEPTH,
+    MAX_TREE_ENTRIES,
+    WorkspaceFiles,
+    shown_name,
+)
 from goatherd.integrations.mcp.halting import MARKER, HaltWatch
-from goatherd.integrations.mcp.policy import default_rules
+from goatherd.integrations.mcp.patching import MAX_PATCH_BYTES, apply_patch
+from goatherd.integrations.mcp.policy import (
+    default_rules,
+    destructive_reason,
+    own_removal_targets,
+)
 from goatherd.integrations.mcp.recording import (
     CallRecorder,
     RecordedCall,
@@ -207,11 +218,15 @@ class WorkspaceTools:
         tool: str,
         args: Mapping[str, object],
         body: Callable[[Environment], _Done],
+        prepare: Callable[[Environment], Mapping[str, object]] | None = None,
     ) -> ToolReply:
         owner = self.environments.owner_of(environment_id)
         with self.environments.lock(owner):
             seen = self.environments.observe(owner)
-            call = self._recorder.declare(owner, tool, args, seen.last)
+            extra = prepare(seen.env) if prepare is not None else {}
+            # What prepare recorded (a checkpoint) now ends the path.
+            after = None if extra else seen.last
+            call = self._recorder.declare(owner, tool, {**args, **extra}, after)
             return self._judged(seen, call, body)
 
     def _judged(
@@ -420,12 +435,51 @@ class WorkspaceTools:
         _text(cwd, "cwd", limit=4096)
         timeout = self._timeout(timeout_seconds)
         args = {"cmd": command, "cwd": cwd, "timeout_seconds": timeout}
-        return self._call(
-            environment_id,
-            "run",
-            args,
-            lambda env: self._run(env, command, cwd, timeout),
-        )
+        taken: dict[str, str] = {}
+
+        def prepare(env: Environment) -> Mapping[str, object]:
+            removes = self._own_removals(env, command, cwd)
+            if not removes:
+                return {}
+            manager = self.environments.manager
+            cp = unwrap(manager.create_checkpoint(env.scope_id, b""))
+            taken["checkpoint_id"] = cp.id
+            return {"checkpoint_id": cp.id, "removes": list(removes[:100])}
+
+        def body(env: Environment) -> _Done:
+            done = self._run(env, command, cwd, timeout)
+            if not taken:
+                return done
+            checkpoint = taken["checkpoint_id"]
+            text = (
+                f"checkpoint {checkpoint} was taken before this removal;"
+                f" restore it to get the files back\n{done.text}"
+            )
+            data = {**done.data, "checkpoint_id": checkpoint}
+            record = {**done.record, "checkpoint_id": checkpoint}
+            return _Done(text, data, record, done.success, done.is_error)
+
+        return self._call(environment_id, "run", args, body, prepare)
+
+    def _own_removals(self, env: Environment, command: str, cwd: str) -> list[str]:
+        """The targets of an ``rm -r`` confined to the worktree, else nothing.
+
+        Only a line the rule would deny but for its own-worktree exception
+        qualifies, and only when every target resolves (symlinks followed)
+        inside the worktree, not at its root, not in ``.git``.
+        """
+        if destructive_reason(command) is None:
+            return []
+        targets = own_removal_targets(command, cwd)
+        if targets is None:
+            return []
+        files = WorkspaceFiles(env.worktree)
+        try:
+            for target in targets:
+                files.check_target(target)
+        except ToolInputError:
+            return []
+        return list(targets)
 
     def _timeout(self, value: object) -> float:
         if value is None:
@@ -626,6 +680,126 @@ class WorkspaceTools:
             return _Done("\n".join(rows) or "(empty)", data, record)
 
         return self._call(environment_id, "list_files", args, body)
+
+    def search(
+        self,
+        environment_id: str,
+        pattern: str,
+        path: str = "",
+        glob: str = "",
+        ignore_case: bool = False,
+        max_matches: int = 200,
+    ) -> ToolReply:
+        """Return the worktree's lines matching a regular expression (bounded)."""
+        _text(pattern, "pattern", limit=4096)
+        if not pattern:
+            raise ToolInputError("pattern is empty")
+        _text(path, "path", limit=4096)
+        _text(glob, "glob", limit=1024)
+        if not isinstance(ignore_case, bool):
+            raise ToolInputError(
+                f"ignore_case must be true or false, got {ignore_case!r}"
+            )
+        most = _count(max_matches, "max_matches", 1, MAX_SEARCH_MATCHES)
+        args = {
+            "pattern": pattern,
+            "path": path,
+            "glob": glob,
+            "ignore_case": ignore_case,
+            "max_matches": most,
+        }
+
+        def body(env: Environment) -> _Done:
+            found = WorkspaceFiles(env.worktree).search(
+                pattern, path, glob=glob, ignore_case=ignore_case, max_matches=most
+            )
+            rows = [f"{m.path}:{m.line}:{m.text}" for m in found.matches]
+            if found.truncated:
+                rows.append(f"[... {found.reason}]")
+            matches = [
+                {"path": m.path, "line": m.line, "text": m.text} for m in found.matches
+            ]
+            data = {
+                "matches": matches,
+                "files_searched": found.files_searched,
+                "files_skipped": found.files_skipped,
+                "truncated": found.truncated,
+                "reason": found.reason,
+            }
+            record = {
+                "count": len(matches),
+                "files_searched": found.files_searched,
+                "truncated": found.truncated,
+                "reason": found.reason,
+            }
+            return _Done("\n".join(rows) or "no matches", data, record)
+
+        return self._call(environment_id, "search", args, body)
+
+    def tree(
+        self,
+        environment_id: str,
+        path: str = "",
+        depth: int = 3,
+        max_entries: int = 500,
+    ) -> ToolReply:
+        """Show a directory of the worktree as a tree (bounded depth and entries)."""
+        _text(path, "path", limit=4096)
+        levels = _count(depth, "depth", 1, MAX_TREE_DEPTH)
+        most = _count(max_entries, "max_entries", 1, MAX_TREE_ENTRIES)
+        args = {"path": path, "depth": levels, "max_entries": most}
+
+        def body(env: Environment) -> _Done:
+            listing = WorkspaceFiles(env.worktree).tree(path, levels, most)
+            rows = [path.rstrip("/") + "/" if path else "./"]
+            for e in listing.entries:
+                name = e.path.rsplit("/", 1)[-1]
+                mark = (
+                    "/"
+                    if e.kind == "directory"
+                    else f" -> {e.target}"
+                    if e.kind == "symlink"
+                    else ""
+                    if e.kind == "file"
+                    else f" [{e.kind}]"
+                )
+                rows.append(f"{'  ' * e.depth}{name}{mark}")
+            if listing.truncated:
+                rows.append(f"[... cut at {len(listing.entries)} entries]")
+            entries = [
+                {
+                    "path": e.path,
+                    "kind": e.kind,
+                    "depth": e.depth,
+                    "size": e.size,
+                    **({"target": e.target} if e.kind == "symlink" else {}),
+                }
+                for e in listing.entries
+            ]
+            data = {"entries": entries, "truncated": listing.truncated}
+            record = {"count": len(entries), "truncated": listing.truncated}
+            return _Done("\n".join(rows), data, record)
+
+        return self._call(environment_id, "tree", args, body)
+
+    def apply_patch(self, environment_id: str, patch: str) -> ToolReply:
+        """Apply a unified diff to the worktree, whole or not at all."""
+        _text(patch, "patch", limit=MAX_PATCH_BYTES)
+        args = text_fields("patch", patch)
+
+        def body(env: Environment) -> _Done:
+            files = apply_patch(env.worktree, patch)
+            changed = [
+                {"path": shown_name(f.path), "added": f.added, "deleted": f.deleted}
+                for f in files
+            ]
+            data = {"files": changed}
+            names = ", ".join(str(f["path"]) for f in changed[:50])
+            more = f" and {len(changed) - 50} more" if len(changed) > 50 else ""
+            record = {"files": changed[:500], "count": len(changed)}
+            return _Done(f"applied the patch to {names}{more}", data, record)
+
+        return self._call(environment_id, "apply_patch", args, body)
 
     # ------------------------------------------------------------ checkpoints
 
