@@ -18,7 +18,8 @@ What a typed argument may be, tried in this order:
    ``env-1a2b3c4d``, or ``try-0`` of ``agent:main:try-0``). For a scope
    argument that is the scope; for an output argument its single unconsumed
    output; for a checkpoint argument its single valid checkpoint;
-3. a unique prefix of the id, with or without the type prefix;
+3. a unique prefix of the id, with or without the type prefix (a prefix
+   of one scope's owner path names that scope, not its outputs);
 4. for outputs and checkpoints, a unique suffix of the numeric tail
    (``9474`` of ``out:...:17120361952890889474``).
 
@@ -213,6 +214,18 @@ def _of_scope(
     )
 
 
+def _scope_first(found: list[Candidate]) -> list[Candidate]:
+    """A prefix of one scope's owner names that scope, not its own outputs.
+
+    ``mcp:project:env-1a`` starts the scope and its outputs alike; when every
+    other match belongs to the one scope matched, the scope is meant.
+    """
+    scopes = [c for c in found if c.kind == SCOPE]
+    if len(scopes) == 1 and all(c.owner == scopes[0].owner for c in found):
+        return scopes
+    return found
+
+
 def resolve(text: str, pool: Sequence[Candidate], kinds: Sequence[str]) -> Candidate:
     """Return the one scope, output or checkpoint of ``kinds`` that ``text`` names.
 
@@ -239,7 +252,7 @@ def resolve(text: str, pool: Sequence[Candidate], kinds: Sequence[str]) -> Candi
             c for c in wanted if c.id.startswith(typed) or c.bare.startswith(typed)
         ]
         if prefixed:
-            return _one(typed, kinds, prefixed)
+            return _one(typed, kinds, _scope_first(prefixed))
     if typed.isdigit():
         tails = [
             c
