@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from returns.result import Failure, Result
 
 from goatherd.cli.parser import WORKSPACE_ENV
+from goatherd.domain.errors import GoatherdError
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     open_trace_store,
@@ -186,7 +187,9 @@ def recovered(
     Recovery (without a resolver: it writes nothing) refuses an inconsistent
     or undecodable trace. ``writable`` opens the existing trace for writing
     (else read-only); ``sandboxes`` gives a manager that re-adopts workspaces
-    on demand through :func:`workspace_resolver`.
+    on demand through :func:`workspace_resolver`. A runtime refusal that
+    leaves the block is re-raised as the CLI's one line naming the command
+    to type next (:func:`goatherd.cli.hints.refusal`).
     """
     from goatherd.infrastructure.bootstrap import open_runtime
 
@@ -200,5 +203,12 @@ def recovered(
             resolver = workspace_resolver(specs, recorded_roots(runtime))
             manager = runtime.new_manager(resolver)
         yield runtime, manager, runtime.store
+    except GoatherdError as error:
+        from goatherd.cli.hints import refusal
+
+        translated = refusal(error, args, runtime.model)
+        if translated is None:
+            raise
+        raise translated from error
     finally:
         runtime.close()

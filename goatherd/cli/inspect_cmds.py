@@ -128,6 +128,10 @@ def cmd_log(args: argparse.Namespace) -> int:
     without it, ``--json`` prints one JSON array.
     """
     with open_read_only(args.db, live=args.follow) as store:
+        if args.owner is not None:
+            from goatherd.cli.ids import log_owner
+
+            args.owner = log_owner(store, args.owner)
         head = store.max_position()
         rows = _selected(store, args)
         if args.follow:
@@ -146,10 +150,11 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one record in full."""
-    from goatherd.infrastructure.inspection import record_details, resolve_record_id
+    from goatherd.cli.ids import resolve_record
+    from goatherd.infrastructure.inspection import record_details
 
     with open_read_only(args.db) as store:
-        details = record_details(store, resolve_record_id(store, args.record_id))
+        details = record_details(store, resolve_record(store, args.record_id))
     if args.json:
         emit_json(details.to_json())
         return 0

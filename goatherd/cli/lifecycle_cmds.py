@@ -23,6 +23,7 @@ from returns.result import Failure
 from goatherd.application.errors import NoSandboxError
 from goatherd.cli.common import recovered, repository_of, unwrap
 from goatherd.cli.exits import CommandError
+from goatherd.cli.ids import CHECKPOINT, OUTPUT, SCOPE, candidates, resolve
 from goatherd.cli.output import emit_json
 from goatherd.cli.recover_cmd import (
     checkpoints_json,
@@ -98,6 +99,13 @@ def _scope(manager: ScopeManager, scope_id: str) -> Scope:
         known = ", ".join(s.id for s in manager.all_scopes()) or "none"
         raise CommandError(f"unknown scope {scope_id!r} (known: {known})")
     return scope
+
+
+def _resolved(runtime: Runtime, text: str, *kinds: str) -> tuple[str, str]:
+    """Return ``(kind, id)`` of what ``text`` names (see ``goatherd.cli.ids``)."""
+    runtime.model.refresh()
+    found = resolve(text, candidates(runtime.model), kinds)
+    return found.kind, found.id
 
 
 def _repository(scope: Scope | None) -> Path:
@@ -190,7 +198,8 @@ def _colored(text: str, mode: str) -> str:
 def cmd_diff(args: argparse.Namespace) -> int:
     """Print a unified diff of a scope (live) or an output (sealed)."""
     with recovered(args, sandboxes=True) as (runtime, manager, _store):
-        if args.target.startswith("out:"):
+        kind, args.target = _resolved(runtime, args.target, SCOPE, OUTPUT)
+        if kind == OUTPUT:
             text = _output_diff(runtime, manager, args.target)
         else:
             text = _scope_diff(manager, args.target)
@@ -205,14 +214,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _state_of(
-    manager: ScopeManager, target: str
+    manager: ScopeManager, kind: str, target: str
 ) -> tuple[WorkspaceState, Scope | None]:
-    if target.startswith("out:"):
+    if kind == OUTPUT:
         output = manager.output(target)
         if output is None:
             raise CommandError(f"unknown output {target!r}")
         return output.workspace(), manager.get(output.scope_id)
-    if target.startswith("cp:"):
+    if kind == CHECKPOINT:
         checkpoint = manager.checkpoint(target)
         if checkpoint is None:
             raise CommandError(f"unknown checkpoint {target!r}")
@@ -244,8 +253,9 @@ def _empty_directory(directory: Path) -> None:
 def cmd_checkout(args: argparse.Namespace) -> int:
     """Write the files of a scope, output or checkpoint into a new directory."""
     directory = Path(args.directory)
-    with recovered(args, sandboxes=True) as (_, manager, _store):
-        state, scope = _state_of(manager, args.target)
+    with recovered(args, sandboxes=True) as (runtime, manager, _store):
+        kind, args.target = _resolved(runtime, args.target, SCOPE, OUTPUT, CHECKPOINT)
+        state, scope = _state_of(manager, kind, args.target)
         _check_git(state, args.target)
         repository = _repository(scope)
         _empty_directory(directory)
@@ -270,22 +280,13 @@ def cmd_checkout(args: argparse.Namespace) -> int:
 
 def cmd_settle(args: argparse.Namespace) -> int:
     """Settle an output with one of the four actions, exactly once."""
-    from goatherd.domain.runtime_errors import SettleEffectLandedError
     from goatherd.domain.settlement import SettlementAction
 
-    with recovered(args, writable=True, sandboxes=True) as (_, manager, _store):
-        if manager.output(args.output) is None:
-            raise CommandError(f"unknown output {args.output!r}")
+    with recovered(args, writable=True, sandboxes=True) as (runtime, manager, _store):
+        _, args.output = _resolved(runtime, args.output, OUTPUT)
         action = SettlementAction[_VERBS[args.action]].value
         with _needs_workspace():
-            result = manager.settle(args.output, action, seq=args.resume)
-            failure = result.failure() if isinstance(result, Failure) else None
-            if isinstance(failure, SettleEffectLandedError):
-                raise CommandError(
-                    f"{failure}: run goatherd settle {args.output} {args.action}"
-                    f" --resume {failure.seq}"
-                ) from failure
-            unwrap(result)
+            unwrap(manager.settle(args.output, action, seq=args.resume))
         output = manager.output(args.output)
         assert output is not None
         summary = {
@@ -302,7 +303,8 @@ def cmd_settle(args: argparse.Namespace) -> int:
 
 def cmd_discard(args: argparse.Namespace) -> int:
     """Discard an active child scope (its worktree, if any, is removed)."""
-    with recovered(args, writable=True, sandboxes=True) as (_, manager, _store):
+    with recovered(args, writable=True, sandboxes=True) as (runtime, manager, _store):
+        _, args.scope = _resolved(runtime, args.scope, SCOPE)
         scope = _scope(manager, args.scope)
         with _needs_workspace():
             unwrap(manager.discard(scope.id))
@@ -344,23 +346,16 @@ def cmd_restore(args: argparse.Namespace) -> int:
     recorded state and records the restore once, or returns the recorded
     outcome when that attempt's restore committed already.
     """
-    from goatherd.domain.runtime_errors import (
-        RestoreEffectLandedError,
-        SnapshotReleasedError,
-    )
+    from goatherd.domain.runtime_errors import SnapshotReleasedError
 
-    with recovered(args, writable=True, sandboxes=True) as (_, manager, _store):
+    with recovered(args, writable=True, sandboxes=True) as (runtime, manager, _store):
+        _, args.checkpoint = _resolved(runtime, args.checkpoint, CHECKPOINT)
         checkpoint = manager.checkpoint(args.checkpoint)
         if checkpoint is None:
             raise CommandError(f"unknown checkpoint {args.checkpoint!r}")
         with _needs_workspace():
             restored = manager.restore_checkpoint(args.checkpoint, seq=args.resume)
             failure = restored.failure() if isinstance(restored, Failure) else None
-            if isinstance(failure, RestoreEffectLandedError):
-                raise CommandError(
-                    f"{failure}: run goatherd restore {args.checkpoint}"
-                    f" --resume {failure.seq}"
-                ) from failure
             if (
                 isinstance(failure, SnapshotReleasedError)
                 and args.resume is not None

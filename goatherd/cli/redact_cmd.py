@@ -16,10 +16,10 @@ import hashlib
 
 from goatherd.cli.common import open_writable
 from goatherd.cli.exits import EXIT_INCOMPLETE, EXIT_OK
+from goatherd.cli.ids import resolve_record
 from goatherd.cli.output import emit_json
 from goatherd.cli.text import clean
 from goatherd.domain import TRUSTED_APPEND_CONTEXT
-from goatherd.infrastructure.inspection import resolve_record_id
 from goatherd.infrastructure.store import Redaction
 
 __all__ = ["cmd_redact", "default_redaction_id"]
@@ -45,7 +45,7 @@ def default_redaction_id(record_ids: list[str], reason: str) -> str:
 def cmd_redact(args: argparse.Namespace) -> int:
     """Erase the payloads of RECORD_ID... under REASON; exit 4 if bytes may remain."""
     with open_writable(args.db) as store:
-        ids = [resolve_record_id(store, text) for text in args.record_ids]
+        ids = [resolve_record(store, text) for text in args.record_ids]
         intent = args.redaction_id or default_redaction_id(ids, args.reason)
         redaction = store.redact(
             TRUSTED_APPEND_CONTEXT,

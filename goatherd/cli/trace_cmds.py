@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from goatherd.cli.common import open_read_only, open_writable
+from goatherd.cli.ids import resolve_cut, resolve_owner, resolve_record
 from goatherd.cli.output import emit_json, short_id
 from goatherd.cli.text import clean
 from goatherd.domain import (
@@ -24,7 +25,6 @@ from goatherd.domain import (
     TraceSlice,
     UnknownFrontierError,
 )
-from goatherd.infrastructure.inspection import resolve_record_id
 from goatherd.projections import (
     EffectiveHistory,
     Execution,
@@ -40,8 +40,9 @@ __all__ = ["cmd_cut_publish", "cmd_cut_resolve", "cmd_history"]
 def cmd_cut_publish(args: argparse.Namespace) -> int:
     """Publish a cut of OWNER through RECORD_ID under CUT_ID (idempotent)."""
     with open_writable(args.db) as store:
-        record_id = resolve_record_id(store, args.record_id)
-        spec = CutSpec(args.cut_id, args.owner, record_id, args.publisher)
+        record_id = resolve_record(store, args.record_id)
+        _, owner = resolve_owner(store, args.owner)
+        spec = CutSpec(args.cut_id, owner, record_id, args.publisher)
         cut = store.publish_cut(TRUSTED_APPEND_CONTEXT, spec)
     data = {
         "cut_id": cut.frontier_id,
@@ -79,8 +80,9 @@ def _slice_rows(slice_: TraceSlice) -> list[dict[str, Any]]:
 def cmd_cut_resolve(args: argparse.Namespace) -> int:
     """Print the records a published cut addresses (the same on every call)."""
     with open_read_only(args.db) as store:
-        cut = store.read_owner_cutoff(args.frontier_id)
-        slice_ = store.resolve_cut(TRUSTED_READ_CONTEXT, args.frontier_id)
+        frontier_id = resolve_cut(store, args.frontier_id)
+        cut = store.read_owner_cutoff(frontier_id)
+        slice_ = store.resolve_cut(TRUSTED_READ_CONTEXT, frontier_id)
     rows = _slice_rows(slice_)
     if args.json:
         emit_json(
@@ -150,16 +152,11 @@ def _history_json(history: EffectiveHistory) -> dict[str, Any]:
 def cmd_history(args: argparse.Namespace) -> int:
     """Print an execution's effective history (from a cut id or an owner path)."""
     with open_read_only(args.db) as store:
-        try:
-            cut = store.read_owner_cutoff(args.owner)
-        except UnknownFrontierError:
-            if store.head(args.owner) == 0:
-                raise ValueError(
-                    f"{args.owner!r} is neither a cut id nor an owner path"
-                    " in this trace"
-                ) from None
-            history = _live_history(store, args.owner)
+        kind, target = resolve_owner(store, args.owner, cuts=True)
+        if kind == "owner":
+            history = _live_history(store, target)
         else:
+            cut = store.read_owner_cutoff(target)
             history = project_effective_history_from_store(
                 store, TRUSTED_READ_CONTEXT, cut
             )

@@ -2,7 +2,9 @@
 
 ``trace_stats`` counts what a database holds; ``record_details`` gathers one
 record with every path it sits on, its parents, children and witness chain;
-``resolve_record_id`` accepts a unique prefix of an id. Nothing here writes.
+``resolve_record_id`` accepts a unique prefix of an id; ``matching_ids``
+lists the record ids, owner paths or cut ids a typed prefix could mean (the
+CLI's resolver, ADR 0085). Nothing here writes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "PathPlacement",
     "RecordDetails",
     "TraceStats",
+    "matching_ids",
     "record_details",
     "resolve_record_id",
     "trace_stats",
@@ -188,6 +191,40 @@ def resolve_record_id(store: SqlAlchemyTraceStore, text: str) -> str:
     if len(found) > 1:
         raise UnknownFactError(f"record id prefix {text!r} is ambiguous")
     return str(found[0])
+
+
+def matching_ids(
+    store: SqlAlchemyTraceStore,
+    kind: str,
+    prefix: str,
+    limit: int,
+    *,
+    segment: str = "",
+) -> list[str]:
+    """Return up to ``limit`` stored ids of ``kind`` that start with ``prefix``.
+
+    ``kind`` is ``"record"`` (record ids), ``"owner"`` (owner paths that hold
+    a record) or ``"cut"`` (published cut ids). Each is a primary-key range
+    read. ``segment`` (owners only) instead returns the owner paths whose last
+    ``:``-separated segment is exactly ``segment`` (an environment id).
+
+    Raises:
+        ValueError: an unknown ``kind``.
+    """
+    column = {
+        "record": records.c.record_id,
+        "owner": owner_ordinals.c.trace_owner_id,
+        "cut": frontiers.c.frontier_id,
+    }.get(kind)
+    if column is None:
+        raise ValueError(f"unknown id kind {kind!r}: record, owner or cut")
+    if segment and kind == "owner":
+        where = column.endswith(":" + segment, autoescape=True)
+    else:
+        where = column.startswith(prefix, autoescape=True)
+    with store.engine.connect() as conn:
+        found = conn.execute(select(column).where(where).order_by(column).limit(limit))
+        return [str(value) for value in found.scalars()]
 
 
 def record_details(store: SqlAlchemyTraceStore, record_id: str) -> RecordDetails:

@@ -61,7 +61,10 @@ class TestShow:
         path, _ = trace_file
         assert main(["show", str(path), "deadbeef"]) == 1
         err = capsys.readouterr().err
-        assert err.strip() == "goatherd: error: unknown record id: deadbeef"
+        assert err.strip() == (
+            "goatherd: error: no record matches 'deadbeef';"
+            " list them with `goatherd log`"
+        )
 
 
 class TestStats:
