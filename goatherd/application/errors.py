@@ -15,7 +15,6 @@ Hierarchy::
         InvalidWorkspaceStateError     a state from another backend or repository,
                                        or a corrupt one (also ``ValueError``)
         ApplyConflictError             a delta or settlement overlaps changed paths
-                                       or lines (carries the paths and hunks)
         GitError                       a git subprocess failed (carries git's stderr)
         UnsafeGitDirError              a workspace's ``.git`` is not the one goatherd
                                        made (swapped pointer, alternates): nothing ran
@@ -33,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from goatherd.application.ports import ConflictHunk
 from goatherd.domain.errors import GoatherdError
 
 __all__ = [
@@ -145,38 +143,20 @@ class InvalidWorkspaceStateError(SandboxError, ValueError):
 
 
 class ApplyConflictError(SandboxError):
-    """Raised when a delta (or a settled output) changes what also moved.
+    """Raised when a delta (or a settled output) changes paths that also moved.
 
-    A text file both sides changed conflicts only where their hunks overlap
-    or touch (git's own three-way merge decides); every other path both sides
-    changed differently (binary content, a mode change, a deletion, a
-    file/directory clash) conflicts as a whole. The workspace is left
-    untouched and nothing is consumed.
+    The workspace is left untouched and nothing is consumed.
 
     Attributes:
-        paths: every conflicting path, sorted (line conflicts included).
-        hunks: the line conflicts, by path then position; a path listed in
-            ``paths`` without a hunk conflicts as a whole.
+        paths: the conflicting paths, sorted.
     """
 
-    def __init__(
-        self,
-        paths: Sequence[str],
-        detail: str = "",
-        hunks: Sequence[ConflictHunk] = (),
-    ) -> None:
-        """Build ``apply conflict: <detail>: a, b lines 3-4 (...)``."""
-        by_path: dict[str, list[str]] = {}
-        for hunk in hunks:
-            by_path.setdefault(hunk.path, []).append(hunk.describe())
-        listed = ", ".join(
-            f"{path} {'; '.join(by_path[path])}" if path in by_path else path
-            for path in paths
-        )
+    def __init__(self, paths: Sequence[str], detail: str = "") -> None:
+        """Build ``apply conflict: <detail>: a, b``."""
+        listed = ", ".join(paths)
         prefix = f"apply conflict: {detail}" if detail else "apply conflict"
         super().__init__(f"{prefix}: {listed}")
         self.paths = tuple(paths)
-        self.hunks = tuple(hunks)
 
 
 class GitError(SandboxError):

@@ -24,13 +24,11 @@ __all__ = [
     "CONTAINMENT_CONTAINED",
     "CONTAINMENT_FULL",
     "CONTAINMENT_UNCONTAINED",
-    "ConflictHunk",
     "ContainmentBackend",
     "DIFF_TRUNCATED_MARKER",
     "DeltaApplier",
     "ExecRequest",
     "ExecResult",
-    "LineRange",
     "NetworkMode",
     "Sandbox",
     "SandboxCapabilities",
@@ -133,52 +131,6 @@ class ExecResult:
     stderr_dropped: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class LineRange:
-    """A run of lines of one version of a file, as a unified diff's hunk header.
-
-    Attributes:
-        start: the 1-based number of the first line; for an empty range
-            (``count == 0``) the number of the line it follows (0: the top).
-        count: how many lines.
-    """
-
-    start: int
-    count: int
-
-    def describe(self) -> str:
-        """Return ``line 3``, ``lines 3-5`` or ``after line 2``."""
-        if self.count == 0:
-            return f"after line {self.start}"
-        if self.count == 1:
-            return f"line {self.start}"
-        return f"lines {self.start}-{self.start + self.count - 1}"
-
-
-@dataclass(frozen=True, slots=True)
-class ConflictHunk:
-    """Where both sides of a three-way apply changed the same lines of a file.
-
-    Attributes:
-        path: the file.
-        base: the lines of the common base both sides rewrote.
-        ours: those lines as the workspace has them now.
-        theirs: those lines as the delta (the sealed output) has them.
-    """
-
-    path: str
-    base: LineRange
-    ours: LineRange
-    theirs: LineRange
-
-    def describe(self) -> str:
-        """Return e.g. ``lines 3-4 (workspace lines 3-5, delta line 3)``."""
-        return (
-            f"{self.base.describe()} (workspace {self.ours.describe()},"
-            f" delta {self.theirs.describe()})"
-        )
-
-
 class NetworkMode(enum.StrEnum):
     """The network axis of a containment policy."""
 
@@ -258,27 +210,12 @@ class DeltaApplier(Protocol):
         ``base`` defaults to the timeline position the delta was captured on
         (its revision). Per path: unchanged in the delta keeps the workspace;
         unchanged in the workspace takes the delta; changed identically on
-        both sides is fine. A path both sides changed differently is merged
-        line by line where the backend can (the git backend: a text file
-        whose mode both sides kept, merged by ``git merge-file``; changes on
-        disjoint, non-adjacent lines merge, hunks that overlap or touch
-        conflict); anything else it changed differently is a conflict. A
-        clean delta is a no-op. Applying a delta that already stands (a
-        retry after a crash) changes nothing.
+        both sides is fine; changed differently is a conflict. A clean delta
+        is a no-op.
 
         Raises:
-            ApplyConflictError: listing every conflicting path and each
-                conflicting hunk; the workspace is untouched.
-        """
-        ...
-
-    def check_delta(
-        self, delta: WorkspaceState, base: WorkspaceState | None = None
-    ) -> None:
-        """Refuse as :meth:`apply_delta` would, changing nothing.
-
-        Raises:
-            ApplyConflictError: what :meth:`apply_delta` would raise now.
+            ApplyConflictError: listing every conflicting path; the
+                workspace is untouched.
         """
         ...
 

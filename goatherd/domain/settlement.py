@@ -2,10 +2,9 @@
 
 - ``selected``: fast-forward only; the parent must be bit-identical to the
   fork baseline, then it is reset to the sealed state and the child merged.
-- ``applied``: three-way; the parent's own changes since the baseline must
-  merge with the output's (the sandbox decides: the git backend merges text
-  files line by line, other changes must be path-disjoint), then the delta is
-  applied and the child merged. A conflict consumes nothing.
+- ``applied``: three-way; the parent's own changes since the baseline must be
+  path-disjoint from the output's, then the delta is applied and the child
+  merged. A conflict consumes nothing.
 - ``released``: keep the sealed state addressable, integrate nothing.
 - ``discarded``: discard the child, keep the sealed state as a record.
 

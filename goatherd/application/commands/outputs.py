@@ -17,9 +17,8 @@ Settle decides against the trace, not against one process's memory:
   active, the workspace not claimed by another unfinished effect, and, for
   ``selected``, the workspace's recorded digest still the output's baseline
   (fast-forward); the first attempt also checks the live workspace (select:
-  digest equals the baseline; apply: the sandbox's ``check_delta`` finds the
-  parent's own changes mergeable with the output's, on the git backend line
-  by line). Of N settles of one output, or of N siblings into one
+  digest equals the baseline; apply: the parent's own changes are disjoint
+  from the output's). Of N settles of one output, or of N siblings into one
   parent, exactly one claim commits; the others decide again and fail with
   a typed error before touching any workspace.
 - Only the claimant lands the effect (select: a full reset to the sealed
@@ -268,21 +267,20 @@ def _check_live(
     if verb is SettlementAction.SELECT:
         check_fast_forward(out.output_id, now, out.baseline.digest())
         return now
+    _, parent_files = sandbox.diff(out.baseline, 0)
+    overlap = apply_overlap(out.change_paths, parent_files)
+    if overlap:
+        raise ApplyConflictError(
+            overlap,
+            f"settle {out.output_id} (apply): parent changed since the baseline,"
+            " which the sealed output also changes",
+        )
     if not isinstance(sandbox, DeltaApplier):
         raise UnsupportedError(
             sandbox.backend(),
             "apply_delta",
             "parent sandbox does not implement DeltaApplier",
         )
-    try:
-        sandbox.check_delta(out.workspace, out.baseline)
-    except ApplyConflictError as conflict:
-        raise ApplyConflictError(
-            conflict.paths,
-            f"settle {out.output_id} (apply): parent changed since the baseline,"
-            " which the sealed output also changes",
-            conflict.hunks,
-        ) from conflict
     return now
 
 
@@ -350,12 +348,7 @@ def _land(
 
 
 def _already_applied(sandbox: Sandbox, out: RetainedOutputAggregate) -> bool:
-    """Whether the sealed paths already stand on the parent (a landed apply).
-
-    A landed apply that merged a file both sides changed leaves it unlike
-    the output's: ``apply_delta`` finds that one itself, as merging the
-    output's changes into a workspace that holds them changes nothing.
-    """
+    """Whether the sealed paths already stand on the parent (a landed apply)."""
     if not out.change_paths:
         return True
     try:

@@ -6,8 +6,7 @@ Worktree mode creates a detached worktree on ``create`` and removes it on
 ``destroy``. Both capture content-addressed states (see ``gitstate``), apply
 them exactly (``reset --hard`` to the captured HEAD, ``clean -fd``, then the
 captured tree's paths), diff against the captured tree, and merge deltas
-three-way (text files line by line with ``git merge-file``, see
-``gitmerge``). With a containment backend (``with_exec(backend,
+three-way per path. With a containment backend (``with_exec(backend,
 placement)``, the seed's ``git.WithExec``), ``exec`` runs commands confined:
 in the workspace itself (``ExecPlacement.PADDOCK``) or in a throwaway copy of
 its current state (``ExecPlacement.JAIL``). The backend self-registers as
@@ -48,15 +47,9 @@ from goatherd.application.ports import (
     truncate_diff,
 )
 from goatherd.domain.workspace import WorkspaceState
-from goatherd.infrastructure.sandbox.gitmerge import (
-    TreeMerge,
-    merge_trees,
-    merged_tree,
-)
 from goatherd.infrastructure.sandbox.gitrunner import GitRunner, nul_list, scratch_index
 from goatherd.infrastructure.sandbox.gitstate import (
     GIT_BACKEND,
-    GitTreeState,
     capture_state,
     capture_tree,
     changes_between,
@@ -64,6 +57,7 @@ from goatherd.infrastructure.sandbox.gitstate import (
     materialize,
     resolve_state,
 )
+from goatherd.infrastructure.sandbox.merge import conflicting_paths
 from goatherd.infrastructure.sandbox.paths import resolve_inside
 from goatherd.infrastructure.sandbox.registry import register_sandbox
 
@@ -399,43 +393,25 @@ class GitSandbox:
 
         ``base`` defaults to the HEAD the delta was captured on. Paths only
         the delta changed are written (the index is not touched, so staged
-        work survives); paths both sides changed identically are fine; a
-        text file both sides changed is merged by ``git merge-file``
-        (``gitmerge``), so changes to disjoint lines both stand. A merged
-        file already standing (a retry) is left as it is.
+        work survives); paths both sides changed identically are fine.
 
         Raises:
             ApplyConflictError: listing the paths both sides changed
-                differently and the hunks that overlap; the working tree is
-                untouched.
+                differently; the working tree is untouched.
         """
-        theirs, plan = self._merge(delta, base, write=True)
-        tree = merged_tree(self._git, theirs.tree, plan.merged)
-        with self._lock:
-            materialize(self._git, tree, plan.todo)
-
-    def check_delta(
-        self, delta: WorkspaceState, base: WorkspaceState | None = None
-    ) -> None:
-        """Refuse as :meth:`apply_delta` would; the working tree is untouched.
-
-        Raises:
-            ApplyConflictError: as :meth:`apply_delta`.
-        """
-        self._merge(delta, base, write=False)
-
-    def _merge(
-        self, delta: WorkspaceState, base: WorkspaceState | None, *, write: bool
-    ) -> tuple[GitTreeState, TreeMerge]:
         theirs = resolve_state(self._git, delta)
         base_tree = resolve_state(self._git, base).tree if base else theirs.head_tree
         ours = capture_tree(self._git)
-        plan = merge_trees(self._git, base_tree, ours.tree, theirs.tree, write=write)
-        if plan.conflicts:
+        their_changes = changes_between(self._git, base_tree, theirs.tree)
+        our_changes = changes_between(self._git, base_tree, ours.tree)
+        conflicts = conflicting_paths(their_changes, our_changes)
+        if conflicts:
             raise ApplyConflictError(
-                plan.conflicts, "the delta and the workspace both changed", plan.hunks
+                conflicts, "the delta and the workspace both changed"
             )
-        return theirs, plan
+        todo = [c for p, c in their_changes.items() if our_changes.get(p) != c]
+        with self._lock:
+            materialize(self._git, theirs.tree, todo)
 
     # ------------------------------------------------------------ exec
     def exec(self, request: ExecRequest) -> ExecResult:

@@ -80,11 +80,9 @@ _FILTER_KEYS: Final = ("clean", "smudge", "process")
 # Subcommands that only read objects and refs, never a work-tree file, so no
 # filter driver can run in them. Every other one gets the filter overrides
 # (``write-tree`` and ``read-tree`` may hash work-tree files to refresh a
-# racily clean index entry, so they are not in this list). ``merge-file``
-# reads only the files named on its command line, raw: no attributes, no
-# filter and no merge driver.
+# racily clean index entry, so they are not in this list).
 _NO_CONTENT: Final = frozenset(
-    {"rev-parse", "config", "cat-file", "commit-tree", "diff-tree", "merge-file"}
+    {"rev-parse", "config", "cat-file", "commit-tree", "diff-tree"}
 )
 _FILTER_KEY = re.compile(r"filter\.(.+)\.([a-z]+)")
 
@@ -275,28 +273,20 @@ def scratch_index(real_index: Path | None) -> Iterator[Scratch]:
 
 @dataclass(frozen=True, slots=True)
 class RawChange:
-    """One entry of ``git diff-tree -r -z --raw``: a path's old and new side.
+    """One entry of ``git diff-tree -r -z --raw``: the new side of a path.
 
     ``mode``/``sha`` are git's new mode and object id; a deletion has mode
-    ``000000``. ``old_mode``/``old_sha`` are the old side (``000000`` for a
-    path the new side added).
+    ``000000``.
     """
 
     path: str
     mode: str
     sha: str
-    old_mode: str = "000000"
-    old_sha: str = ""
 
     @property
     def deleted(self) -> bool:
         """Whether the path no longer exists on the new side."""
         return self.mode == "000000"
-
-    @property
-    def added(self) -> bool:
-        """Whether the path did not exist on the old side."""
-        return self.old_mode == "000000"
 
 
 def parse_raw_changes(output: bytes) -> dict[str, RawChange]:
@@ -306,9 +296,9 @@ def parse_raw_changes(output: bytes) -> dict[str, RawChange]:
     for meta, raw_path in zip(fields[0::2], fields[1::2], strict=False):
         if not meta:
             continue
-        old_mode, new_mode, old_sha, new_sha, _ = meta.lstrip(b":").decode().split(" ")
+        _, new_mode, _, new_sha, _ = meta.lstrip(b":").decode().split(" ")
         path = raw_path.decode("utf-8", "surrogateescape")
-        changes[path] = RawChange(path, new_mode, new_sha, old_mode, old_sha)
+        changes[path] = RawChange(path, new_mode, new_sha)
     return changes
 
 

@@ -208,46 +208,21 @@ class MemorySandbox:
     def apply_delta(
         self, delta: WorkspaceState, base: WorkspaceState | None = None
     ) -> None:
-        """Merge ``delta``'s changes since ``base`` path by path (see ``three_way``).
-
-        Unlike the git backend, a file both sides changed differently is a
-        conflict even when the changes touch disjoint lines: this backend has
-        no line-level merge.
-
-        Raises:
-            ApplyConflictError: naming the paths; the files are untouched.
-        """
         with self._lock:
-            self._files = self._merged(delta, base)
-
-    def check_delta(
-        self, delta: WorkspaceState, base: WorkspaceState | None = None
-    ) -> None:
-        """Refuse as :meth:`apply_delta` would, changing nothing.
-
-        Raises:
-            ApplyConflictError: as :meth:`apply_delta`.
-        """
-        with self._lock:
-            self._merged(delta, base)
-
-    def _merged(
-        self, delta: WorkspaceState, base: WorkspaceState | None
-    ) -> dict[str, FileEntry]:
-        current = self._live()
-        head, theirs_tree = self._resolve(delta)
-        base_tree = (
-            self._resolve(base)[1] if base else self.repository.commit_tree(head)
-        )
-        assert base_tree is not None  # _resolve checked the head commit exists
-        merged, conflicts = three_way(
-            self._tree_files(base_tree), current, self._tree_files(theirs_tree)
-        )
-        if conflicts:
-            raise ApplyConflictError(
-                conflicts, "the delta and the workspace both changed"
+            current = self._live()
+            head, theirs_tree = self._resolve(delta)
+            base_tree = (
+                self._resolve(base)[1] if base else self.repository.commit_tree(head)
             )
-        return merged
+            assert base_tree is not None  # _resolve checked the head commit exists
+            merged, conflicts = three_way(
+                self._tree_files(base_tree), current, self._tree_files(theirs_tree)
+            )
+            if conflicts:
+                raise ApplyConflictError(
+                    conflicts, "the delta and the workspace both changed"
+                )
+            self._files = merged
 
     def commit(self) -> str:
         """Commit the working files on the head (a test helper); return the id."""
