@@ -42,12 +42,12 @@ if TYPE_CHECKING:
     from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
 __all__ = [
+    "AmbiguousIdError",
     "CHECKPOINT",
+    "Candidate",
     "MAX_CANDIDATES",
     "OUTPUT",
     "SCOPE",
-    "AmbiguousIdError",
-    "Candidate",
     "UnknownIdError",
     "candidates",
     "log_owner",
