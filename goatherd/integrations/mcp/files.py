@@ -611,27 +611,16 @@ def shown_name(name: str) -> str:
 
 
 def _walk(fd: int, prefix: str, recursive: bool, out: list[FileEntry]) -> bool:
-    """Append the directory's entries (depth first, sorted); True when capped."""
-    with os.scandir(fd) as scan:
-        found = sorted(scan, key=lambda entry: entry.name)
-    for entry in found:
-        if entry.name == ".git":
-            continue
-        if len(out) >= MAX_LIST_ENTRIES:
-            return True
-        name = shown_name(entry.name)
-        relative = f"{prefix}/{name}" if prefix else name
-        info = entry.stat(follow_symlinks=False)
-        kind = _kind(info.st_mode)
-        out.append(FileEntry(relative, kind, info.st_size if kind == "file" else 0))
-        if recursive and kind == "directory":
-            child = os.open(entry.name, _DIRECTORY, dir_fd=fd)
-            try:
-                if _walk(child, relative, recursive, out):
-                    return True
-            finally:
-                os.close(child)
-    return False
+    """Append the directory's entries (depth first, sorted); True when capped.
+
+    The tree walk with no depth limit when ``recursive`` (else one level),
+    its entries as listed files.
+    """
+    found: list[TreeEntry] = []
+    depth = sys.maxsize if recursive else 1
+    capped = _tree(fd, prefix, 1, depth, MAX_LIST_ENTRIES - len(out), found)
+    out.extend(FileEntry(entry.path, entry.kind, entry.size) for entry in found)
+    return capped
 
 
 def _search_result(output: bytes, reason: str) -> SearchResult:
