@@ -166,6 +166,17 @@ def _leaves_of(pid: int) -> list[str]:
     return [n for n in os.listdir(parent) if n.startswith(f"{LEAF_PREFIX}{pid}-")]
 
 
+def _plant_stale_leaf(parent: str) -> tuple[str, subprocess.Popen[bytes]]:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = os.path.join(parent, f"{LEAF_PREFIX}{gone.pid}-0123456789ab")
+    os.mkdir(stale)
+    orphan = subprocess.Popen(
+        ["sh", "-c", f"echo 0 > {stale}/cgroup.procs && exec sleep 60"]
+    )
+    return stale, orphan
+
+
 def test_a_leaf_left_by_a_dead_host_is_killed_and_removed_by_the_next_exec(
     inside: Path,
 ) -> None:
@@ -174,15 +185,19 @@ def test_a_leaf_left_by_a_dead_host_is_killed_and_removed_by_the_next_exec(
         parent = cgroup.delegated_cgroup()
     except OSError as exc:
         pytest.skip(f"no cgroup leaf can be made here: {exc}")
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    stale = os.path.join(parent, f"{LEAF_PREFIX}{gone.pid}-0123456789ab")
-    os.mkdir(stale)
-    orphan = subprocess.Popen(
-        ["sh", "-c", f"echo 0 > {stale}/cgroup.procs && exec sleep 60"]
-    )
+    # Any exec on this machine sweeps stale leaves (another test worker's may
+    # come first and take the leaf before the orphan joins it): plant again
+    # until the orphan is seen inside, then the next exec must end it.
+    for _ in range(5):
+        stale, orphan = _plant_stale_leaf(parent)
+        joined = [orphan.pid]
+        if wait_for(lambda s=stale, j=joined: cgroup.leaf_pids(s) == j, timeout=10):
+            break
+        orphan.kill()
+        orphan.wait()
+    else:
+        pytest.fail("a concurrent exec swept every planted leaf before it was joined")
     try:
-        assert wait_for(lambda: cgroup.leaf_pids(stale) == [orphan.pid], timeout=10)
         backend = LandlockBackend(process_control="cgroup")  # type: ignore[arg-type]
         backend.run(ExecRequest("true"), writable_roots=[str(inside)], cwd=str(inside))
         assert orphan.wait(timeout=10) == -signal.SIGKILL
