@@ -17,12 +17,15 @@ that the holder holds the digest and the bytes are stored: one primary-key
 lookup per named blob, run only for a new append of such a record (an exact
 replay of a committed intent returns its receipt, as before). On PostgreSQL
 the lookup takes a share lock on both rows, so a concurrent release waits for
-the append to commit.
+the append to commit; a connection asks the catalog whether the blob tables
+exist until they do (a statement naming a missing table would abort the
+append's transaction).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -64,6 +67,8 @@ _TABLES_SQL_PG: Final = (
     "SELECT to_regclass('blob_holders') IS NOT NULL "
     "AND to_regclass('content_blobs') IS NOT NULL"
 )
+_HAS_TABLES: Final[weakref.WeakKeyDictionary[Any, bool]] = weakref.WeakKeyDictionary()
+"""PostgreSQL connections that have seen the blob tables (nothing drops them)."""
 
 
 def refused(error: DomainError) -> DomainError:
@@ -140,7 +145,13 @@ def check_held(driver: Driver, blobs: Sequence[NamedBlob]) -> None:
             not stored, or a trace without a blob store).
     """
     if driver.postgres:
-        ((exists,),) = driver.rows(_TABLES_SQL_PG)
+        # A statement naming a missing table would abort the transaction:
+        # ask the catalog first, once per connection until the tables exist.
+        exists = _HAS_TABLES.get(driver.raw, False)
+        if not exists:
+            ((exists,),) = driver.rows(_TABLES_SQL_PG)
+            if exists:
+                _HAS_TABLES[driver.raw] = True
         sql = _HELD_SQL_PG
     else:
         exists = True
