@@ -166,9 +166,10 @@ def _one_batch(
     store: SqlAlchemyTraceStore, batch: AppendBatch, known: list[str], nonce: str = ""
 ) -> bool:
     """Append ``batch``: refused and nothing written, or stored and verified."""
-    if nonce and batch.append_intent_id:
+    if nonce and isinstance(batch.append_intent_id, str) and batch.append_intent_id:
         # A store shared by every example: each example's intents are its own,
-        # so no example meets another's (the draws never see the nonce).
+        # so no example meets another's (the draws never see the nonce; a
+        # wrong-typed intent stays as drawn).
         intent = nonce + batch.append_intent_id
         batch = dataclasses.replace(batch, append_intent_id=intent)
     before = table_rows(store.engine)
