@@ -492,18 +492,26 @@ class SqlAlchemyTraceStore:
     ) -> tuple[str, ...]:
         """Return the record ids ``append`` would allocate; persist nothing.
 
-        Parents are not checked for existence and the intent table is not
-        consulted.
+        Parents are not checked for existence, the intent table is not
+        consulted and named blobs are not looked up; a batch ``append`` would
+        refuse as malformed is refused the same way (an
+        :class:`AppendRefusedError`).
         """
         operation = append_context(context)
-        prepared = prepare(operation, batch, self._cache.contexts, self._limits)
-        if prepared.deferred is not None:
-            raise prepared.deferred
-        ids = prepared.ids
-        if ids is None:
-            with self._reading() as reader:
-                stored = reader.contexts(prepared.reused_contexts())
-            ids = resolve_ids(prepared, stored)
+        try:
+            prepared = prepare(operation, batch, self._cache.contexts, self._limits)
+            if prepared.deferred is not None:
+                raise prepared.deferred
+            ids = prepared.ids
+            if ids is None:
+                with self._reading() as reader:
+                    stored = reader.contexts(prepared.reused_contexts())
+                ids = resolve_ids(prepared, stored)
+        except DomainError as error:
+            wrapped = refused(error)
+            if wrapped is error:
+                raise
+            raise wrapped from error
         return tuple(found.record_id for found in ids)
 
     preview_fact_ids = preview_record_ids

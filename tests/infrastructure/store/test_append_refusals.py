@@ -217,6 +217,19 @@ def test_a_refused_batch_is_also_the_domain_error_its_check_found(
         store.append(TRUSTED_APPEND_CONTEXT, _batch(_step(payload={"x": float("inf")})))
 
 
+def test_preview_refuses_what_append_refuses_alike(
+    store: SqlAlchemyTraceStore,  # noqa: F811 (a fixture)
+) -> None:
+    with pytest.raises(BatchRefusedError, match="got NoneType"):
+        store.preview_record_ids(TRUSTED_APPEND_CONTEXT, None)  # type: ignore[arg-type]
+    with pytest.raises(PayloadValueRefusedError, match="NaN"):
+        store.preview_record_ids(
+            TRUSTED_APPEND_CONTEXT, _batch(_step(payload={"x": float("nan")}))
+        )
+    with pytest.raises(ContextTypeError):
+        store.preview_record_ids(None, OK)  # type: ignore[arg-type]
+
+
 # ------------------------------------------------------------ the blob holders
 
 
