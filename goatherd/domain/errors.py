@@ -14,6 +14,16 @@ Hierarchy::
         ReadRequestError             a read names an unknown mode filter, visibility
                                      profile or closure policy (also a ``ValueError``)
         TraceStoreError              a trace-store law was broken (a ``RuntimeError``)
+          ContextTypeError           a write given no write context (a ``TypeError``)
+          AppendRefusedError         ``append`` refused its batch; nothing written
+            BatchRefusedError        ... a bad shape (also a ``BatchShapeError``)
+            RecordRefusedError       ... a bad record input (a ``RecordInputError``)
+            PayloadRefusedError      ... a value that is not canonical JSON (also a
+                                     ``CanonicalEncodingError``; its two kinds below)
+              PayloadTypeRefusedError   (also a ``CanonicalTypeError``)
+              PayloadValueRefusedError  (also a ``CanonicalValueError``)
+            RuntimeRecordRefusedError  a runtime record its typed event refuses
+            UnheldBlobError          a runtime record naming bytes no blob holder holds
           UnknownFactError           an unknown record, parent or path entry
           UnknownFrontierError       an unknown frontier (cut) id
           AppendIntentConflictError  an intent replayed with different content
@@ -36,6 +46,8 @@ from __future__ import annotations
 __all__ = [
     "AppendIntentConflict",
     "AppendIntentConflictError",
+    "AppendRefusedError",
+    "BatchRefusedError",
     "BatchShapeError",
     "CanonicalEncodingError",
     "CanonicalTypeError",
@@ -46,13 +58,18 @@ __all__ = [
     "GoatherdError",
     "NotATraceStoreError",
     "OrdinalConflictError",
+    "PayloadRefusedError",
+    "PayloadTypeRefusedError",
+    "PayloadValueRefusedError",
     "ReadOnlyStoreError",
     "ReadRequestError",
     "RecordInputError",
+    "RecordRefusedError",
     "RedactionRefusedError",
     "RuntimeRecordRefusedError",
     "StoreUnavailableError",
     "TraceStoreError",
+    "UnheldBlobError",
     "UnknownFact",
     "UnknownFactError",
     "UnknownFrontierError",
@@ -138,7 +155,72 @@ class RedactionRefusedError(TraceStoreError):
     """
 
 
-class RuntimeRecordRefusedError(TraceStoreError, ValueError):
+class AppendRefusedError(TraceStoreError):
+    """Raised when ``append`` refuses the batch it was handed; nothing is written.
+
+    The family of the door's refusals of the batch itself (every other store
+    law keeps its own :class:`TraceStoreError` subclass). The subclasses that
+    name a malformed batch also derive from the domain error the check found
+    (:class:`BatchShapeError`, :class:`RecordInputError`,
+    :class:`CanonicalEncodingError`), so either clause catches them.
+    """
+
+
+class BatchRefusedError(AppendRefusedError, BatchShapeError):
+    """Raised when ``append`` refuses a batch of a bad shape or of wrong types.
+
+    Examples: a batch that is not an ``AppendBatch``, a draft that is not a
+    ``RecordDraft``, an empty or oversized identifier, an unknown mode, a
+    duplicate append-local id. The message names the field.
+    """
+
+
+class RecordRefusedError(AppendRefusedError, RecordInputError):
+    """Raised when ``append`` refuses a draft whose record input breaks a rule."""
+
+
+class PayloadRefusedError(AppendRefusedError, CanonicalEncodingError):
+    """Raised when ``append`` refuses a payload that is not plain canonical JSON.
+
+    Attributes:
+        path: where in the payload the problem sits, e.g. ``payload.args[2]``.
+        reason: what is wrong there.
+    """
+
+
+class PayloadTypeRefusedError(PayloadRefusedError, CanonicalTypeError):
+    """Raised for a payload value or key of a type JSON cannot hold."""
+
+
+class PayloadValueRefusedError(PayloadRefusedError, CanonicalValueError):
+    """Raised for a payload holding NaN, an infinity, a lone surrogate or a cycle."""
+
+
+class UnheldBlobError(AppendRefusedError):
+    """Raised when a runtime record names bytes no blob holder of the trace holds.
+
+    A ``checkpoint.created`` record's snapshot and a ``run_output.sealed``
+    record's diff are put in the blob store (under the holder
+    ``<checkpoint id>#snapshot`` or ``<output id>#diff``) before the record
+    naming them is appended; ``verify`` names a record whose bytes are not
+    there, so the door refuses it (ADR 0088).
+
+    Attributes:
+        holder: the holder that should hold the bytes.
+        digest: the address the record names.
+    """
+
+    def __init__(self, where: str, schema_ref: str, holder: str, digest: str) -> None:
+        """Name the draft, its schema, the holder and the address."""
+        super().__init__(
+            f"cannot append {where} ({schema_ref}): it names blob {digest}, "
+            f"which blob holder {holder!r} does not hold (put the bytes first)"
+        )
+        self.holder = holder
+        self.digest = digest
+
+
+class RuntimeRecordRefusedError(AppendRefusedError, ValueError):
     """Raised when an append carries a runtime record its typed event refuses.
 
     A record of a schema the runtime folds must decode to its event (its mode,

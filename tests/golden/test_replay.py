@@ -133,3 +133,28 @@ def test_a_recovered_legacy_trace_keeps_working(recorded):
         assert main.read_file("g.txt") == b"2\n"
         again = scope_manager_for(store)
         assert again.get(child.id).state.value == "merged"  # type: ignore[union-attr]
+
+
+def test_a_fixture_s_bytes_are_what_its_session_puts_and_it_verifies(tmp_path):
+    """The door refuses a record naming bytes not held (ADR 0088): replay puts them.
+
+    ``blobs/current_runtime.json`` is what ``python -m tests.golden.record_blobs``
+    writes from the scripted session; replayed with them, the trace verifies.
+    """
+    import base64
+
+    from goatherd.infrastructure.blobs import SqlBlobStore
+    from goatherd.infrastructure.integrity import verify_trace
+    from tests.golden.record_blobs import blobs_of
+    from tests.golden.traces import HERE, named_digests
+
+    fixture = load(HERE / "current_runtime.json")
+    side = {d: base64.b64decode(text) for d, text in fixture["blobs"].items()}
+    assert set(side) == named_digests(fixture) != set()
+    assert blobs_of(fixture) == side
+    with SQLiteTraceStore(tmp_path / "trace.db") as store:
+        replay(store, fixture)
+        report = verify_trace(store)
+        assert report.ok, report.problems
+        blobs = SqlBlobStore(store)
+        assert {d: blobs.get(d) for d in side} == side

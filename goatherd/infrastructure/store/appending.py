@@ -56,6 +56,7 @@ from goatherd.infrastructure.store.codec import (
     decode_envelope,
     storage_json,
 )
+from goatherd.infrastructure.store.door import check_held
 from goatherd.infrastructure.store.driver import Driver, placeholders
 from goatherd.infrastructure.store.plan import (
     ROOT_WITNESS,
@@ -131,6 +132,8 @@ def run_group(reader: StoreReader, members: Sequence[Member]) -> list[MemberPlan
     replays: list[tuple[Member, MemberPlan]] = []
     for member in members:
         try:
+            if member.prepared.blobs and member.prepared.intent_id not in state.intents:
+                check_held(reader.driver, member.prepared.blobs)
             result = stage(member.prepared, state, member.expected_heads)
         except DomainError as error:
             member.error = error

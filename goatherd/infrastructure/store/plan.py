@@ -62,6 +62,7 @@ from goatherd.domain.records import (
     RetainedContextDraft,
 )
 from goatherd.infrastructure.store.codec import storage_json
+from goatherd.infrastructure.store.door import NamedBlob, named_blobs
 from goatherd.infrastructure.store.limits import (
     DEFAULT_LIMITS,
     AppendLimits,
@@ -198,6 +199,9 @@ class Prepared:
     intent_id: str = ""
     """The batch's append intent id (set by :func:`prepare`)."""
 
+    blobs: tuple[NamedBlob, ...] = ()
+    """The blobs the batch's runtime records name (checked held at commit)."""
+
     def reused_contexts(self) -> tuple[str, ...]:
         """The ids of the stored contexts this batch reuses."""
         return tuple(
@@ -266,6 +270,7 @@ def prepare(
         explicit_parents(batch),
         None,
         intent_id=batch.append_intent_id,
+        blobs=named_blobs(batch),
     )
     if any(g.context.reuse_id not in contexts for g in groups if g.context.new is None):
         return prepared
@@ -290,6 +295,7 @@ def _with(
         ids,
         deferred,
         prepared.intent_id,
+        prepared.blobs,
     )
 
 

@@ -32,6 +32,7 @@ from goatherd.domain.contexts import OperationContext
 from goatherd.domain.effects import EffectEvent
 from goatherd.domain.errors import (
     CheckpointBlobTooLargeError,
+    DomainError,
     ReadOnlyStoreError,
     ReadRequestError,
     StoreUnavailableError,
@@ -74,6 +75,7 @@ from goatherd.infrastructure.store.chain import ChainReport, TraceHead, parse_he
 from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt, decode_record
 from goatherd.infrastructure.store.commits import CommitQueue
+from goatherd.infrastructure.store.door import refused
 from goatherd.infrastructure.store.driver import Driver, placeholders
 from goatherd.infrastructure.store.engine import (
     BUSY_TIMEOUT_MS,
@@ -410,22 +412,40 @@ class SqlAlchemyTraceStore:
         Idempotent by intent: an exact replay (same batch digest) returns the
         stored receipt, across restarts, and writes nothing.
 
+        Every refusal is a :class:`TraceStoreError`, and nothing of a refused
+        batch is written.
+
         Raises:
+            ContextTypeError: ``context`` is no write context (``None``, a
+                read context).
             TraceStoreError: untrusted or wrong context, and the store laws.
             AppendIntentConflictError: the intent committed with other content.
             OrdinalConflictError: an owner head differs from ``expected_heads``.
             UnknownFactError: an unknown causal parent.
-            BatchShapeError, RecordInputError: a malformed batch.
+            BatchRefusedError, RecordRefusedError, PayloadRefusedError: a
+                malformed batch (an :class:`AppendRefusedError`, and also the
+                ``BatchShapeError``, ``RecordInputError`` or
+                ``CanonicalEncodingError`` the check found).
+            RuntimeRecordRefusedError: a runtime record the runtime cannot fold.
+            UnheldBlobError: a runtime record naming bytes no blob holder holds.
             ReadOnlyStoreError: the store is read-only.
             StoreUnavailableError: the database could not commit.
         """
         operation = self._append_context(context)
         self._refuse_if_read_only()
-        check_expected_heads(expected_heads)
-        prepared = prepare(operation, batch, self._cache.contexts, self._limits)
+        try:
+            check_expected_heads(expected_heads)
+            prepared = prepare(operation, batch, self._cache.contexts, self._limits)
+        except DomainError as error:
+            wrapped = refused(error)
+            if wrapped is error:
+                raise
+            raise wrapped from error
         member = Member(prepared, expected_heads)
         self._queue.submit(member)
         if member.error is not None:
+            if isinstance(member.error, DomainError):
+                raise refused(member.error)
             raise member.error
         assert member.outcome is not None
         return member.outcome.receipt
@@ -472,18 +492,26 @@ class SqlAlchemyTraceStore:
     ) -> tuple[str, ...]:
         """Return the record ids ``append`` would allocate; persist nothing.
 
-        Parents are not checked for existence and the intent table is not
-        consulted.
+        Parents are not checked for existence, the intent table is not
+        consulted and named blobs are not looked up; a batch ``append`` would
+        refuse as malformed is refused the same way (an
+        :class:`AppendRefusedError`).
         """
         operation = append_context(context)
-        prepared = prepare(operation, batch, self._cache.contexts, self._limits)
-        if prepared.deferred is not None:
-            raise prepared.deferred
-        ids = prepared.ids
-        if ids is None:
-            with self._reading() as reader:
-                stored = reader.contexts(prepared.reused_contexts())
-            ids = resolve_ids(prepared, stored)
+        try:
+            prepared = prepare(operation, batch, self._cache.contexts, self._limits)
+            if prepared.deferred is not None:
+                raise prepared.deferred
+            ids = prepared.ids
+            if ids is None:
+                with self._reading() as reader:
+                    stored = reader.contexts(prepared.reused_contexts())
+                ids = resolve_ids(prepared, stored)
+        except DomainError as error:
+            wrapped = refused(error)
+            if wrapped is error:
+                raise
+            raise wrapped from error
         return tuple(found.record_id for found in ids)
 
     preview_fact_ids = preview_record_ids
