@@ -137,6 +137,28 @@ BAD_BATCHES: dict[str, tuple[Callable[[], object], str]] = {
         lambda: AppendBatch("i", (_group(trace_owner_id="o" * 1025),)),
         "trace_owner_id is 1025 bytes, over the store's 1024-byte limit",
     ),
+    "multibyte owner over the limit": (
+        # 513 characters, 1,026 bytes of UTF-8: the limit counts bytes.
+        lambda: AppendBatch("i", (_group(trace_owner_id="\u00e9" * 513),)),
+        "trace_owner_id is 1026 bytes, over the store's 1024-byte limit",
+    ),
+    "NUL in a local ref": (
+        lambda: _one(_draft_with(caused_by_local_refs=("ok", "b\x00"))),
+        "caused_by_local_refs[1] contains NUL",
+    ),
+    "NUL in a reused context id": (
+        lambda: AppendBatch(
+            "i",
+            (_group(retained_context=RetainedContextDraft(reuse_context_id="c\x00")),),
+        ),
+        "retained_context.reuse_context_id contains NUL",
+    ),
+    "NUL in the second group's parents": (
+        lambda: AppendBatch(
+            "i", (_group(), _group(trace_owner_id="exec:b", causal_parents=("p\x00",)))
+        ),
+        "groups[1].causal_parents[0] contains NUL",
+    ),
     "payload over the limit": (
         lambda: _one(_draft_with(payload={"x": "y" * (8 << 20)})),
         "payload is 8388616 bytes of JSON, over the store's 8388608-byte payload limit",
