@@ -165,7 +165,8 @@ def hostile_batches(draw: st.DrawFn, known: list[str], n: int) -> AppendBatch:
 def _one_batch(
     store: SqlAlchemyTraceStore, batch: AppendBatch, known: list[str], nonce: str = ""
 ) -> None:
-    if nonce and batch.append_intent_id:
+    if nonce and isinstance(batch.append_intent_id, str) and batch.append_intent_id:
+        # (An intent of the wrong type is left as drawn: the door refuses it.)
         # A store shared by every example: each example's intents are its own,
         # so no example meets another's (the draws never see the nonce).
         intent = nonce + batch.append_intent_id
