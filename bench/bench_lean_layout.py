@@ -48,6 +48,8 @@ from bench.bench_throughput import (
     _raw_row,
     raw_sqlite_batches,
     raw_sqlite_singles,
+    store_batches,
+    store_singles,
     store_sql_floor,
 )
 
@@ -224,25 +226,43 @@ def _median_ratio(ours: list[Rates], raws: list[Rates], index: int) -> float:
     )
 
 
+def _projected(
+    store: Rates, floor: Rates, lean: Rates, raw: Rates, index: int
+) -> float:
+    """The ratio to raw of a lean-layout append that keeps today's Python.
+
+    Per operation: today's append costs its SQL (the floor) plus its Python
+    (the rest); a lean-layout store would cost the lean SQL plus that same
+    Python. All four figures come from one round.
+    """
+    python = max(1 / store[index] - 1 / floor[index], 0.0)
+    return (1 / raw[index]) / (1 / lean[index] + python)
+
+
 def run() -> None:
     scale = float(os.environ.get("GOATHERD_BENCH_SCALE", "1"))
     rounds = max(1, int(os.environ.get("GOATHERD_BENCH_REPEAT", "5")))
     count, batches = max(1, int(2000 * scale)), max(1, int(100 * scale))
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    raw, floor, lean, raw_b, lean_b = [], [], [], [], []
+    raw, floor, lean, store = [], [], [], []
+    raw_b, lean_b, store_b = [], [], []
     for k in range(rounds):
         with tempfile.TemporaryDirectory(prefix="goatherd-lean-") as tmp:
             base = Path(tmp)
             raw.append(raw_sqlite_singles(base / "raw.sqlite", count))
             floor.append(store_sql_floor(base / f"f{k}.sqlite", count))
             lean.append(lean_singles(base / f"l{k}.sqlite", count))
+            store.append(store_singles(str(base / f"s{k}.sqlite"), count))
             raw_b.append(raw_sqlite_batches(base / "rawb.sqlite", batches, 100))
             lean_b.append(lean_batches(base / f"lb{k}.sqlite", batches, 100))
+            store_b.append(store_batches(str(base / f"sb{k}.sqlite"), batches, 100))
             if k == 0:
                 print("lean read-back:", read_back(base / f"l{k}.sqlite", count))
     for name, ours, baseline in (
+        ("single, the store", store, raw),
         ("single, today's layout SQL", floor, raw),
         ("single, lean layout SQL", lean, raw),
+        ("100-record batch, the store", store_b, raw_b),
         ("100-record batch, lean layout SQL", lean_b, raw_b),
     ):
         cpu = _median_ratio(ours, baseline, 1)
@@ -251,4 +271,22 @@ def run() -> None:
             f"{name:<36} of raw: CPU {cpu:.2f}, wall {wall:.2f} "
             f"(median of {rounds} interleaved rounds)"
         )
+    python_us = statistics.median(
+        1e6 / s[1] - 1e6 / f[1] for s, f in zip(store, floor, strict=True)
+    )
+    raw_us = statistics.median(1e6 / r[1] for r in raw)
+    print(
+        f"single append's CPU outside its SQL: {python_us:.0f} us, "
+        f"{python_us / raw_us:.1f} raw inserts (a raw insert + commit: {raw_us:.0f} us)"
+    )
+    projected = [
+        min(_projected(s, f, le, r, 0), _projected(s, f, le, r, 1))
+        for s, f, le, r in zip(store, floor, lean, raw, strict=True)
+    ]
+    ratio = statistics.median(projected)
+    verdict = "PASS" if ratio >= 0.40 else "MISS"
+    print(
+        f"{verdict} a lean-layout single append >= 0.40 of raw (its SQL plus this "
+        f"store's Python outside SQL, per round; CPU and wall): {ratio:.2f}"
+    )
     print(f"load average at end: {os.getloadavg()}", flush=True)

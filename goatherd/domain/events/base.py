@@ -455,9 +455,14 @@ class _Spec:
     hint: Any
     optional: bool
     nullable: bool
+    # Chosen once from the hint (the generic ``_decode`` asked the hint's
+    # origin per value), with the path its errors name.
+    decode: Callable[[Any, str], Any]
+    path: str
 
 
 _SPECS: dict[type[RuntimeEvent], tuple[_Spec, ...]] = {}
+_KEYS: dict[type[RuntimeEvent], frozenset[str]] = {}
 
 
 def _specs(cls: type[RuntimeEvent]) -> tuple[_Spec, ...]:
@@ -475,8 +480,19 @@ def _specs(cls: type[RuntimeEvent]) -> tuple[_Spec, ...]:
         nullable = (hint is not full or hint is Any) and not optional
         _check_supported(cls, spec.name, hint)
         key = spec.metadata.get("key", spec.name)
-        found.append(_Spec(spec.name, key, hint, optional, nullable))
+        found.append(
+            _Spec(
+                spec.name,
+                key,
+                hint,
+                optional,
+                nullable,
+                _decoder(hint),
+                f"payload.{key}",
+            )
+        )
     specs = tuple(found)
+    _KEYS[cls] = frozenset(spec.key for spec in specs)
     _SPECS[cls] = specs
     return specs
 
@@ -523,40 +539,61 @@ def _build(
         if raw is None and spec.optional:
             extensions[spec.key] = None  # an explicit null, re-emitted as is
             continue
-        values[spec.name] = _decode(raw, spec.hint, f"payload.{spec.key}")
-    known = {spec.key for spec in specs}
+        values[spec.name] = spec.decode(raw, spec.path)
+    known = _KEYS[cls]
     for key, value in payload.items():
         if key not in known:
             extensions[key] = value
     return cls(caused_by=caused_by, extensions=extensions, **values)
 
 
-def _decode(value: Any, hint: Any, path: str) -> Any:
+def _decoder(hint: Any) -> Callable[[Any, str], Any]:
+    """Return the function that decodes a value of ``hint`` (as ``_decode`` does)."""
     if hint is Any:
-        return value
+        return _decode_any
     if hint is bool:
-        if not isinstance(value, bool):
-            raise _MismatchError(f"{path} must be a boolean, got {_kind(value)}")
-        return value
+        return _decode_bool
     if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _MismatchError(f"{path} must be an integer, got {_kind(value)}")
-        return value
+        return _decode_int
     if hint is str:
-        if not isinstance(value, str):
-            raise _MismatchError(f"{path} must be a string, got {_kind(value)}")
-        return value
+        return _decode_str
     if hint is WorkspaceState:
-        return _decode_state(value, path)
+        return _decode_state
     origin = typing.get_origin(hint)
     if origin is Mapping:
-        return _decode_mapping(value, hint, path)
+        return lambda value, path: _decode_mapping(value, hint, path)
     if origin is tuple:
-        if not isinstance(value, list):
-            raise _MismatchError(f"{path} must be an array, got {_kind(value)}")
-        item = hint.__args__[0]
-        return tuple(_decode(v, item, f"{path}[{i}]") for i, v in enumerate(value))
-    return _decode_enum(value, hint, path)
+        item = _decoder(hint.__args__[0])
+
+        def decode_tuple(value: Any, path: str) -> Any:
+            if not isinstance(value, list):
+                raise _MismatchError(f"{path} must be an array, got {_kind(value)}")
+            return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+        return decode_tuple
+    return lambda value, path: _decode_enum(value, hint, path)
+
+
+def _decode_any(value: Any, path: str) -> Any:
+    return value
+
+
+def _decode_bool(value: Any, path: str) -> Any:
+    if not isinstance(value, bool):
+        raise _MismatchError(f"{path} must be a boolean, got {_kind(value)}")
+    return value
+
+
+def _decode_int(value: Any, path: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _MismatchError(f"{path} must be an integer, got {_kind(value)}")
+    return value
+
+
+def _decode_str(value: Any, path: str) -> Any:
+    if not isinstance(value, str):
+        raise _MismatchError(f"{path} must be a string, got {_kind(value)}")
+    return value
 
 
 def _decode_enum(value: Any, hint: type, path: str) -> Any:

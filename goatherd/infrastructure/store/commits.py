@@ -54,6 +54,9 @@ class CommitQueue(Generic[_E]):
         self._max = max_group
         self._pending: list[_E] = []
         self._leading = False
+        # Threads inside wait(): with none, a leader has no one to wake (a
+        # lone caller's notify_all walked threading's Python code twice).
+        self._waiting = 0
         self._cond = threading.Condition(threading.Lock())
 
     def submit(self, entry: _E) -> None:
@@ -61,7 +64,11 @@ class CommitQueue(Generic[_E]):
         with self._cond:
             self._pending.append(entry)
             while self._leading:
-                self._cond.wait()
+                self._waiting += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._waiting -= 1
                 if entry.finished:
                     return
             self._leading = True
@@ -74,8 +81,10 @@ class CommitQueue(Generic[_E]):
                     raise RuntimeError("commit queue: an entry was never finished")
                 self._run(group)
                 with self._cond:
-                    self._cond.notify_all()
+                    if self._waiting:
+                        self._cond.notify_all()
         finally:
             with self._cond:
                 self._leading = False
-                self._cond.notify_all()
+                if self._waiting:
+                    self._cond.notify_all()

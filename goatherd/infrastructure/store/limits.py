@@ -74,10 +74,89 @@ def check_batch(batch: object, limits: AppendLimits = DEFAULT_LIMITS) -> None:
     if not isinstance(batch, AppendBatch):
         raise BatchShapeError(f"batch must be an AppendBatch, got {_kind(batch)}")
     size = limits.identifier_bytes
+    if _batch_fits(batch, size):
+        return
+    # Something is off (or merely unusual: non-ASCII text, a subclass): walk
+    # the batch again naming each field, and raise on the first bad one.
     _text(batch.append_intent_id, "append_intent_id", size)
     _text(batch.atomicity, "atomicity", size)
     for index, group in enumerate(_items(batch.groups, "groups", AppendGroup)):
         _group(cast("AppendGroup", group), f"groups[{index}]", size)
+
+
+def _batch_fits(batch: AppendBatch, size: int) -> bool:
+    """Whether every field is plain ASCII text within ``size`` (no NUL) and typed.
+
+    The common case, checked without building a field path per value (the
+    paths are for the error message only). ``False`` does not mean the batch
+    is bad: the naming walk then decides, and raises what it finds.
+    """
+    if not (_fits(batch.append_intent_id, size) and _fits(batch.atomicity, size)):
+        return False
+    groups: object = batch.groups
+    if type(groups) is not tuple and type(groups) is not list:
+        return False
+    for group in groups:
+        if type(group) is not AppendGroup:
+            return False
+        context = group.retained_context
+        if not (
+            _fits(group.trace_owner_id, size)
+            and _all_fit(group.causal_parents, size)
+            and (
+                context is None
+                or _fits(context, size)
+                or (
+                    type(context) is RetainedContextDraft and _draft_fits(context, size)
+                )
+            )
+        ):
+            return False
+        drafts: object = group.fact_drafts
+        if type(drafts) is not tuple and type(drafts) is not list:
+            return False
+        for draft in drafts:
+            if not (
+                type(draft) is RecordDraft
+                and _fits(draft.mode, size)
+                and _fits(draft.schema_ref, size)
+                and _fits(draft.kind_label, size)
+                and (
+                    draft.append_local_id is None or _fits(draft.append_local_id, size)
+                )
+                and _all_fit(draft.caused_by_fact_ids, size)
+                and _all_fit(draft.caused_by_local_refs, size)
+            ):
+                return False
+    return True
+
+
+def _draft_fits(value: RetainedContextDraft, size: int) -> bool:
+    return (
+        _all_fit(value.active_binding_refs, size)
+        and _all_fit(value.capability_witness_refs, size)
+        and _all_fit(value.semantic_environment_refs, size)
+        and _all_fit(value.visibility_policy_refs, size)
+        and _fits(value.substrate_ref, size)
+        and _fits(value.containment, size)
+        and (value.reuse_context_id is None or _fits(value.reuse_context_id, size))
+    )
+
+
+def _all_fit(values: object, size: int) -> bool:
+    if type(values) is not tuple and type(values) is not list:
+        return False
+    return all(_fits(value, size) for value in values)
+
+
+def _fits(value: object, size: int) -> bool:
+    # ASCII: its UTF-8 length is its length, and it holds no lone surrogate.
+    return (
+        type(value) is str
+        and len(value) <= size
+        and value.isascii()
+        and "\x00" not in value
+    )
 
 
 def _group(group: AppendGroup, path: str, size: int) -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from goatherd.domain import (
     TRUSTED_APPEND_CONTEXT,
@@ -136,6 +138,28 @@ BAD_BATCHES: dict[str, tuple[Callable[[], object], str]] = {
     "owner over the limit": (
         lambda: AppendBatch("i", (_group(trace_owner_id="o" * 1025),)),
         "trace_owner_id is 1025 bytes, over the store's 1024-byte limit",
+    ),
+    "multibyte owner over the limit": (
+        # 513 characters, 1,026 bytes of UTF-8: the limit counts bytes.
+        lambda: AppendBatch("i", (_group(trace_owner_id="\u00e9" * 513),)),
+        "trace_owner_id is 1026 bytes, over the store's 1024-byte limit",
+    ),
+    "NUL in a local ref": (
+        lambda: _one(_draft_with(caused_by_local_refs=("ok", "b\x00"))),
+        "caused_by_local_refs[1] contains NUL",
+    ),
+    "NUL in a reused context id": (
+        lambda: AppendBatch(
+            "i",
+            (_group(retained_context=RetainedContextDraft(reuse_context_id="c\x00")),),
+        ),
+        "retained_context.reuse_context_id contains NUL",
+    ),
+    "NUL in the second group's parents": (
+        lambda: AppendBatch(
+            "i", (_group(), _group(trace_owner_id="exec:b", causal_parents=("p\x00",)))
+        ),
+        "groups[1].causal_parents[0] contains NUL",
     ),
     "payload over the limit": (
         lambda: _one(_draft_with(payload={"x": "y" * (8 << 20)})),
@@ -322,3 +346,52 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+_SMALL = AppendLimits(identifier_bytes=12)
+_FIELDS: dict[str, Callable[[object], AppendBatch]] = {
+    "append_intent_id": lambda v: AppendBatch(v, (_group(),)),  # type: ignore[arg-type]
+    "groups[0].trace_owner_id": lambda v: AppendBatch("i", (_group(trace_owner_id=v),)),
+    "groups[0].fact_drafts[0].kind_label": lambda v: _one(_draft_with(kind_label=v)),
+    "groups[0].fact_drafts[0].append_local_id": lambda v: _one(
+        _draft_with(append_local_id=v)
+    ),
+    "groups[0].retained_context.substrate_ref": lambda v: AppendBatch(
+        "i",
+        (_group(retained_context=RetainedContextDraft(substrate_ref=v)),),  # type: ignore[arg-type]
+    ),
+}
+
+
+def _valid(value: object) -> bool:
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    try:
+        return len(value.encode("utf-8")) <= _SMALL.identifier_bytes
+    except UnicodeEncodeError:
+        return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    field=st.sampled_from(sorted(_FIELDS)),
+    value=st.one_of(
+        st.text(min_size=1, max_size=14),
+        st.text(alphabet=st.characters(codec="ascii"), min_size=1, max_size=14),
+        st.integers(),
+        st.binary(max_size=4),
+    ),
+)
+def test_a_field_is_refused_exactly_when_it_is_not_text_within_the_limit(
+    field: str, value: object
+) -> None:
+    # Valid ASCII takes the door's quick pass; anything else (non-ASCII, NUL, a
+    # lone surrogate, bytes over the limit, another type) the naming walk.
+    batch = _FIELDS[field](value)
+    with SQLiteTraceStore(limits=_SMALL) as store:
+        if _valid(value):
+            assert len(store.preview_record_ids(CTX, batch)) == 1
+        else:
+            with pytest.raises(BatchShapeError) as info:
+                store.preview_record_ids(CTX, batch)
+            assert str(info.value).startswith(field + " "), str(info.value)
