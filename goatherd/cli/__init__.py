@@ -109,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    line = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(line)
+    args = parser.parse_args(line)
     if args.command is None:
         parser.print_help()
         return EXIT_OK
