@@ -244,6 +244,7 @@ def _mcp_start(fixture: Fixture, trace: Path, source: Path) -> Sample:
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
+        cwd=fixture.root,  # not the bench's: ``-m`` puts the cwd first on sys.path
         env=_env(source),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
