@@ -2,8 +2,10 @@
 
 Targets (on an idle machine): ``goatherd mcp`` answers ``initialize`` on
 stdio in under 1 s from its start; a command that opens a trace of 10,000
-records (``scopes``, ``show``, ``stats``, ``diff``, ``settle``, ``verify``)
-finishes in under 300 ms.
+records (``scopes``, ``show``, ``stats``, ``diff``, ``settle``) finishes in
+under 300 ms. ``verify`` is timed too, for reference: it recomputes every
+record, path entry and commit digest, so it grows with the trace and is not
+a start-up figure (``--version`` is the interpreter's own start).
 
 Every figure is a fresh process, timed ``ROUNDS`` times in interleaved
 rounds (so load moves all commands alike), reported as medians of its wall
@@ -21,6 +23,13 @@ shared child (``settle``, on a fresh copy of the trace each round), and
 capture records on the children's paths up to 10,000 records, appended in
 batches of 100 outside the timing. The interpreter's bytecode cache is
 written first (a ``pip install`` writes it too), so no round compiles.
+
+The timed processes run the goatherd this benchmark imported (its directory
+goes first on ``PYTHONPATH``), whichever one an editable install points at.
+With ``BENCH_STARTUP_BASELINE`` naming the directory that holds another
+goatherd package (an older commit's tree, say), every command also runs on
+it, interleaved with the current one in each round, and its medians are
+printed beside the current ones; the verdicts judge the current code only.
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ MCP_TARGET_MS: Final = 1000.0
 _BATCH: Final = 100
 _ROOT_OWNER: Final = "agent:main"
 MCP: Final = "goatherd mcp (to initialize)"
+REFERENCE: Final = frozenset({"goatherd --version", "goatherd verify"})
+"""Timed and printed, never judged (see the module docstring)."""
+BASELINE_ENV: Final = "BENCH_STARTUP_BASELINE"
 
 
 @dataclass(frozen=True)
@@ -157,11 +169,20 @@ def build(root: Path) -> Fixture:
     )
 
 
-def _env() -> dict[str, str]:
+def _source() -> Path:
+    """The directory holding the goatherd package this process imported."""
+    import goatherd
+
+    return Path(goatherd.__file__).resolve().parents[1]
+
+
+def _env(source: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("GOATHERD_DB", None)
     env.pop("GOATHERD_WORKSPACE", None)
+    paths = [str(source or _source()), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env
 
 
@@ -169,12 +190,12 @@ def _goatherd() -> list[str]:
     return [sys.executable, "-m", "goatherd"]
 
 
-def _timed(argv: list[str], cwd: Path) -> Sample:
+def _timed(argv: list[str], cwd: Path, source: Path) -> Sample:
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
-        env=_env(),
+        env=_env(source),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -208,7 +229,7 @@ def _initialize() -> bytes:
     return json.dumps(request).encode() + b"\n"
 
 
-def _mcp_start(fixture: Fixture, trace: Path) -> Sample:
+def _mcp_start(fixture: Fixture, trace: Path, source: Path) -> Sample:
     """Time ``goatherd mcp`` from its start to its answer to ``initialize``."""
     argv = [
         *_goatherd(),
@@ -223,7 +244,8 @@ def _mcp_start(fixture: Fixture, trace: Path) -> Sample:
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
-        env=_env(),
+        cwd=fixture.root,  # not the bench's: ``-m`` puts the cwd first on sys.path
+        env=_env(source),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -266,21 +288,30 @@ def _commands(fixture: Fixture) -> dict[str, list[str]]:
 def _round(
     fixture: Fixture,
     commands: dict[str, list[str]],
-    samples: dict[str, list[Sample]],
+    samples: dict[Path, dict[str, list[Sample]]],
     *,
     mcp: bool,
 ) -> None:
+    """Time every command once on each source tree, alternating per command."""
     for name, args in commands.items():
-        if name.startswith("goatherd settle"):
-            copy = fixture.root / "settle.sqlite"
-            shutil.copyfile(fixture.trace, copy)
-            args = ["--db", str(copy), "settle", fixture.shared_output, "select"]
-        samples[name].append(_timed([*_goatherd(), *args], fixture.root))
+        for source, found in samples.items():
+            if name.startswith("goatherd settle"):
+                copy = fixture.root / "settle.sqlite"
+                _copy_trace(fixture.trace, copy)
+                args = ["--db", str(copy), "settle", fixture.shared_output, "select"]
+            found[name].append(_timed([*_goatherd(), *args], fixture.root, source))
     if mcp:
-        copy = fixture.root / "mcp.sqlite"
-        shutil.copyfile(fixture.trace, copy)
-        samples[MCP].append(_mcp_start(fixture, copy))
-        shutil.rmtree(fixture.root / "mcp-worktrees", ignore_errors=True)
+        for source, found in samples.items():
+            copy = fixture.root / "mcp.sqlite"
+            _copy_trace(fixture.trace, copy)
+            found[MCP].append(_mcp_start(fixture, copy, source))
+            shutil.rmtree(fixture.root / "mcp-worktrees", ignore_errors=True)
+
+
+def _copy_trace(trace: Path, copy: Path) -> None:
+    for suffix in ("-wal", "-shm"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(trace, copy)
 
 
 def _have_mcp() -> bool:
@@ -291,19 +322,29 @@ def _have_mcp() -> bool:
     return True
 
 
-def _compile_bytecode() -> None:
-    import goatherd
-
-    package = Path(goatherd.__file__).parent
+def _compile_bytecode(source: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(package)],
+        [sys.executable, "-m", "compileall", "-q", str(source / "goatherd")],
         check=True,
         stdout=subprocess.DEVNULL,
-        env=_env(),
+        env=_env(source),
     )
     subprocess.run(
-        [*_goatherd(), "--version"], check=True, env=_env(), capture_output=True
+        [*_goatherd(), "--version"], check=True, env=_env(source), capture_output=True
     )
+
+
+def _baseline() -> Path | None:
+    named = os.environ.get(BASELINE_ENV)
+    if not named:
+        return None
+    source = Path(named).resolve()
+    if not (source / "goatherd" / "__init__.py").is_file():
+        raise SystemExit(
+            f"{BASELINE_ENV}={named}: no goatherd package in that directory"
+            " (name the directory that holds goatherd/)"
+        )
+    return source
 
 
 def _ms(values: list[float]) -> float:
@@ -311,14 +352,21 @@ def _ms(values: list[float]) -> float:
 
 
 def run() -> None:
-    _compile_bytecode()
+    current = _source()
+    baseline = _baseline()
+    sources = [current, *([baseline] if baseline is not None else [])]
+    for source in sources:
+        _compile_bytecode(source)
     root = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     try:
         fixture = build(root)
         commands = _commands(fixture)
         has_mcp = _have_mcp()
         names = [*commands, *([MCP] if has_mcp else [])]
-        samples: dict[str, list[Sample]] = {name: [] for name in names}
+        samples: dict[Path, dict[str, list[Sample]]] = {
+            source: {name: [] for name in names} for source in sources
+        }
+        start_load = os.getloadavg()[0]
         for _ in range(ROUNDS):
             _round(fixture, commands, samples, mcp=has_mcp)
         if not has_mcp:
@@ -327,19 +375,19 @@ def run() -> None:
         judged = "wall" if load < 1.0 else "CPU"
         print(
             f"{fixture.records} records; {ROUNDS} interleaved rounds of fresh"
-            f" processes; load average {load:.1f} (judged on {judged} time)"
+            f" processes; load average {start_load:.1f} at the start, {load:.1f}"
+            f" at the end (judged on {judged} time); goatherd from {current}"
         )
-        print(f"{'command':<32} {'wall median':>12} {'CPU median':>11}")
+        _table(names, samples[current], samples.get(baseline) if baseline else None)
+        if baseline is not None:
+            print(f"before: goatherd from {baseline}, in the same rounds")
         for name in names:
-            wall = _ms([s.wall for s in samples[name]])
-            cpu = _ms([s.cpu for s in samples[name]])
-            print(f"{name:<32} {wall:>9.0f} ms {cpu:>8.0f} ms")
-        for name in names:
-            if name == "goatherd --version":
+            if name in REFERENCE:
                 continue
+            found = samples[current]
             target = MCP_TARGET_MS if name == MCP else CLI_TARGET_MS
-            wall = _ms([s.wall for s in samples[name]])
-            cpu = _ms([s.cpu for s in samples[name]])
+            wall = _ms([s.wall for s in found[name]])
+            cpu = _ms([s.cpu for s in found[name]])
             figure = wall if judged == "wall" else cpu
             verdict(
                 figure < target,
@@ -349,6 +397,26 @@ def run() -> None:
     finally:
         subprocess.run(["git", "worktree", "prune"], cwd=root / "project", check=False)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _table(
+    names: list[str],
+    samples: dict[str, list[Sample]],
+    before: dict[str, list[Sample]] | None,
+) -> None:
+    header = f"{'command':<32} {'wall median':>12} {'CPU median':>11}"
+    if before is not None:
+        header += f" {'CPU before':>11}"
+    print(header)
+    for name in names:
+        wall = _ms([s.wall for s in samples[name]])
+        cpu = _ms([s.cpu for s in samples[name]])
+        line = f"{name:<32} {wall:>9.0f} ms {cpu:>8.0f} ms"
+        if before is not None:
+            line += f" {_ms([s.cpu for s in before[name]]):>8.0f} ms"
+        if name in REFERENCE:
+            line += "  (reference)"
+        print(line)
 
 
 if __name__ == "__main__":

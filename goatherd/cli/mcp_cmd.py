@@ -106,16 +106,20 @@ def _announce(message: str) -> None:
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve until the client disconnects (stdio) or the process is stopped."""
     # The SDK's imports build thousands of models and no garbage: a collector
-    # pass in the middle of them is wasted (about 0.1 s of every start).
+    # pass in the middle of them is wasted (about 0.1 s of every start), and
+    # so is every later pass over them (they are frozen out of its sight once
+    # imported, with the trace's and the tools' modules, ADR 0089).
     gc.disable()
     try:
-        from goatherd.integrations import mcp as integration
-    except ImportError as error:
-        raise RuntimeError(f"{_EXTRA} ({error})") from error
+        try:
+            from goatherd.integrations import mcp as integration
+        except ImportError as error:
+            raise RuntimeError(f"{_EXTRA} ({error})") from error
+        from goatherd.application import NetworkMode
+        from goatherd.infrastructure import open_runtime
     finally:
+        gc.freeze()
         gc.enable()
-    from goatherd.application import NetworkMode
-    from goatherd.infrastructure import open_runtime
 
     if not 0 < args.timeout <= integration.MAX_TIMEOUT:
         raise ValueError(

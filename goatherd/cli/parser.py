@@ -13,6 +13,7 @@ before still accept a leading positional ``DB``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -127,8 +128,45 @@ def _command(
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand registered."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Return the argument parser: every subcommand, or what ``argv`` runs.
+
+    With ``argv``, a command line that names a known command (after the
+    global options) gets a parser with that command's group of subcommands
+    only: building every subcommand's parser is most of the parser's start-up
+    and one command needs one. Any other command line (``--help``, no
+    command, an unknown one, an abbreviated option) gets every subcommand, so
+    help, usage and errors read as they always did.
+    """
+    parser = _top_parser()
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = _group_of(argv)
+    for group in _GROUPS if chosen is None else (chosen,):
+        group(sub)
+    return parser
+
+
+def _group_of(
+    argv: Sequence[str] | None,
+) -> Callable[[Subparsers[argparse.ArgumentParser]], None] | None:
+    """Return the group of the command ``argv`` names, if it names one plainly."""
+    if argv is None:
+        return None
+    args = iter(argv)
+    for arg in args:
+        if arg == "--db":
+            if next(args, None) is None:
+                return None
+        elif arg.startswith("--db=") or arg in ("--json", "--debug"):
+            continue
+        elif arg.startswith("-"):
+            return None
+        else:
+            return _COMMAND_GROUPS.get(arg)
+    return None
+
+
+def _top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="goatherd",
         description=(
@@ -139,14 +177,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"goatherd {VERSION}")
     _global_options(parser, top=True)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _demo(sub)
-    _inspection(sub)
-    _lifecycle(sub)
-    _cuts_and_history(sub)
-    _moving(sub)
-    _serving(sub)
-    _mcp(sub)
     return parser
 
 
@@ -608,3 +638,28 @@ def _mcp(sub: Subparsers[argparse.ArgumentParser]) -> None:
         help="a command's timeout when the agent names none (default 120)",
     )
     mcp.add_argument("--crash-after", type=int, default=0, help=argparse.SUPPRESS)
+
+
+_Group = Callable[["Subparsers[argparse.ArgumentParser]"], None]
+_GROUPS: Final[tuple[_Group, ...]] = (
+    _demo,
+    _inspection,
+    _lifecycle,
+    _cuts_and_history,
+    _moving,
+    _serving,
+    _mcp,
+)
+"""The subcommand groups, in ``--help`` order."""
+_COMMAND_GROUPS: Final[dict[str, _Group]] = {
+    **dict.fromkeys(("demo",), _demo),
+    **dict.fromkeys(("log", "show", "stats", "verify", "recover"), _inspection),
+    **dict.fromkeys(
+        ("scopes", "diff", "checkout", "settle", "discard", "restore"), _lifecycle
+    ),
+    **dict.fromkeys(("cut", "history"), _cuts_and_history),
+    **dict.fromkeys(("export", "redact", "import"), _moving),
+    **dict.fromkeys(("traceui", "projections"), _serving),
+    **dict.fromkeys(("mcp",), _mcp),
+}
+"""Each top-level command's group (``tests/cli`` checks it against the parser)."""

@@ -26,16 +26,17 @@ from sqlalchemy import Connection, text
 
 from goatherd.infrastructure.blobs import blob_tables
 from goatherd.infrastructure.projection_runner import tracking_table
+from goatherd.infrastructure.store import postgres
 from goatherd.infrastructure.store.schema import TRACE_TABLES
 
 __all__ = ["check_objects", "goatherd_indexes", "goatherd_tables"]
 
 Problem = Callable[[str, str], None]
 
-# Indexes earlier schema versions created (an upgraded trace keeps them).
-_MIGRATED_INDEXES: Final = frozenset(
-    {"idx_append_intents_commit", "idx_append_intents_unsealed"}
-)
+# Indexes goatherd creates by plain DDL outside the tables' metadata
+# (PostgreSQL's, which its migration creates; a trace an earlier version
+# upgraded may hold them too).
+_DDL_INDEXES: Final = frozenset(postgres.INDEXES)
 
 
 def goatherd_tables() -> frozenset[str]:
@@ -50,7 +51,7 @@ def goatherd_indexes() -> frozenset[str]:
     """Return the names of the indexes goatherd's schema creates."""
     names = {index.name for table in TRACE_TABLES for index in table.indexes}
     names.update(index.name for table in blob_tables() for index in table.indexes)
-    return frozenset(str(name) for name in names if name) | _MIGRATED_INDEXES
+    return frozenset(str(name) for name in names if name) | _DDL_INDEXES
 
 
 def check_objects(conn: Connection, problem: Problem) -> int:

@@ -53,13 +53,16 @@ def test_the_cli_parses_help_and_version_without_loading_the_layers(
     )
     loaded = modules_after(code)
     assert _heavy(loaded) == []
-    assert sorted(m for m in loaded if m.startswith("goatherd.")) == [
+    expected = [
         "goatherd.cli",
         "goatherd.cli.defaults",
         "goatherd.cli.exits",
         "goatherd.cli.parser",
         "goatherd.cli.text",
     ]
+    if argv[0] == "log":  # only the inspection commands' parsers: no defaults
+        expected.remove("goatherd.cli.defaults")
+    assert sorted(m for m in loaded if m.startswith("goatherd.")) == expected
 
 
 def test_the_facade_is_tens_of_names_each_resolving_to_its_layer_object() -> None:

@@ -16,11 +16,13 @@ from goatherd.application import SandboxSpec
 from goatherd.infrastructure import open_runtime
 from goatherd.infrastructure.sandbox import MemorySandbox, MemorySandboxConfig
 from tests.cli.conftest import build_trace
+from tests.cli.test_lifecycle import _session
 from tests.imports import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Never needed by a command that reads or settles a trace.
+# Never needed by a command that reads or settles a trace (on SQLite: the
+# PostgreSQL dialect neither).
 FOREIGN = (
     "eventsourcing",
     "httpx",
@@ -31,8 +33,30 @@ FOREIGN = (
     "mcp_types",
     "psycopg",
     "pydantic",
+    "sqlalchemy.dialects.postgresql",
     "starlette",
     "uvicorn",
+)
+# The store's writing side: a command that only reads loads none of it (nor
+# the schema upgrade, which only opening an old trace for writing runs).
+APPEND_PATH = (
+    "goatherd.infrastructure.store.appending",
+    "goatherd.infrastructure.store.erasure",
+    "goatherd.infrastructure.store.erasure_pg",
+    "goatherd.infrastructure.store.migration",
+    "goatherd.infrastructure.store.plan",
+    "goatherd.infrastructure.store.redaction",
+    "goatherd.infrastructure.store.staging",
+    "goatherd.infrastructure.store.writer",
+)
+# The sandboxes that confine commands: a git worktree's diff or a settlement
+# runs git, never a confined command.
+CONFINEMENT = (
+    "goatherd.infrastructure.sandbox.containment",
+    "goatherd.infrastructure.sandbox.landlock",
+    "goatherd.infrastructure.sandbox.launch",
+    "goatherd.infrastructure.sandbox.supervised",
+    "goatherd.infrastructure.sandbox.winacl",
 )
 # goatherd modules a trace command that needs no workspace leaves alone.
 NO_WORKSPACE = (
@@ -45,10 +69,13 @@ NO_WORKSPACE = (
     "goatherd.integrations",
     "goatherd.projections",
 )
-# ... and a command that only reads rows (no runtime fold) leaves these too.
+# ... and a command that only reads rows (no runtime fold) leaves these too,
+# the runtime events' decoders included.
 ROWS_ONLY = (
     *NO_WORKSPACE,
+    *APPEND_PATH,
     "goatherd.application",
+    "goatherd.domain.events",
     "goatherd.infrastructure.bootstrap",
     "goatherd.infrastructure.integrity",
 )
@@ -92,6 +119,7 @@ def test_scopes_folds_the_runtime_without_sandboxes_or_frameworks(
     assert "goatherd.application.manager" in loaded  # it did fold the trace
     assert _loaded(loaded, FOREIGN) == []
     assert _loaded(loaded, NO_WORKSPACE) == []
+    assert _loaded(loaded, APPEND_PATH) == []
 
 
 @pytest.mark.parametrize(
@@ -127,3 +155,35 @@ def test_the_sdk_package_still_offers_its_client_to_whoever_asks() -> None:
     )
     loaded = modules_after(code)
     assert "mcp.client.client" in loaded
+
+
+@pytest.fixture
+def git_session(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A git project, a root scope, two sealed attempts in their worktrees."""
+    path = tmp_path / "git.sqlite"
+    return path, _session(str(path), tmp_path)
+
+
+@pytest.mark.parametrize("target", ["scope1", "out0"], ids=["scope", "output"])
+def test_diff_runs_git_without_confinement_or_the_append_path(
+    git_session: tuple[Path, dict[str, str]], target: str
+) -> None:
+    path, ids = git_session
+    loaded = _command_modules(["--db", str(path), "diff", ids[target]])
+    assert "goatherd.infrastructure.sandbox.git" in loaded  # it did read git
+    assert _loaded(loaded, FOREIGN) == []
+    assert _loaded(loaded, CONFINEMENT) == []
+    assert _loaded(loaded, APPEND_PATH) == []
+
+
+def test_settle_appends_and_runs_git_without_confinement(
+    git_session: tuple[Path, dict[str, str]],
+) -> None:
+    path, ids = git_session
+    argv = ["--db", str(path), "settle", ids["out1"], "select"]
+    loaded = _command_modules([*argv, "--workspace", ids["repo"]])
+    assert "goatherd.infrastructure.store.appending" in loaded  # it did append
+    assert _loaded(loaded, FOREIGN) == []
+    assert _loaded(loaded, CONFINEMENT) == []
+    assert _loaded(loaded, ("goatherd.infrastructure.store.migration",)) == []
+    assert _loaded(loaded, NO_WORKSPACE[:3]) == []

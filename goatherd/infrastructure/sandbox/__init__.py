@@ -1,22 +1,32 @@
 """Sandbox backends: the registry, the memory and git backends, containment.
 
-Importing this package registers the built-in backends (``memory``, ``git``).
-The backend modules' public names are re-exported here (one import line per
-module); the helper modules (``paths``, ``textdiff``, ``merge``, ``gitrunner``,
+The backend modules' public names are re-exported here, each module imported
+the first time one of its names is read (PEP 562 module ``__getattr__``, as
+the layer packages do, ADR 0081): a command that diffs a git worktree loads
+no Landlock, seccomp or Windows backend (ADR 0089). The built-in backends
+(``memory``, ``git``) register when their module is imported, and the
+registry imports both before it registers, opens or lists any backend. The
+helper modules (``paths``, ``textdiff``, ``merge``, ``gitrunner``,
 ``gitstate``, ``process_control``, ``supervised`` and the launcher's
 ``launch`` package) are imported directly where needed.
 """
 
-from goatherd.infrastructure.sandbox.containment import *
-from goatherd.infrastructure.sandbox.git import *
-from goatherd.infrastructure.sandbox.landlock import *
-from goatherd.infrastructure.sandbox.memory import *
-from goatherd.infrastructure.sandbox.registry import *
-from goatherd.infrastructure.sandbox.winacl import *
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from goatherd.infrastructure.sandbox.containment import *
+    from goatherd.infrastructure.sandbox.git import *
+    from goatherd.infrastructure.sandbox.landlock import *
+    from goatherd.infrastructure.sandbox.memory import *
+    from goatherd.infrastructure.sandbox.registry import *
+    from goatherd.infrastructure.sandbox.winacl import *
 
 # A literal list (not ``+=`` of the modules' lists) so mypy can follow the
 # two-level re-export; tests/infrastructure/sandbox/test_registry.py keeps it
-# equal to the modules' lists.
+# and ``_HOMES`` equal to the modules' lists.
 __all__ = [
     "CONTAINMENT_BACKENDS",
     "DEFAULT_EXEC_TIMEOUT_SECONDS",
@@ -46,3 +56,47 @@ __all__ = [
     "sandbox_backends",
     "with_exec",
 ]
+
+_MODULES: Final = ("containment", "git", "landlock", "memory", "registry", "winacl")
+_HOMES: Final = {
+    "CONTAINMENT_BACKENDS": "containment",
+    "open_containment_backend": "containment",
+    "DEFAULT_EXEC_TIMEOUT_SECONDS": "git",
+    "ExecPlacement": "git",
+    "GitExec": "git",
+    "GitSandbox": "git",
+    "GitSandboxConfig": "git",
+    "new_local_git_sandbox": "git",
+    "new_worktree_sandbox": "git",
+    "with_exec": "git",
+    "LANDLOCK_TIER": "landlock",
+    "LandlockBackend": "landlock",
+    "LandlockGap": "landlock",
+    "NETWORK_MIN_ABI": "landlock",
+    "ProcessControl": "landlock",
+    "ProcessControlChoice": "landlock",
+    "landlock_abi": "landlock",
+    "MEMORY_BACKEND": "memory",
+    "MemoryRepository": "memory",
+    "MemorySandbox": "memory",
+    "MemorySandboxConfig": "memory",
+    "SandboxFactory": "registry",
+    "open_sandbox": "registry",
+    "register_sandbox": "registry",
+    "sandbox_backends": "registry",
+    "WINACL_TIER": "winacl",
+    "WinAclBackend": "winacl",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

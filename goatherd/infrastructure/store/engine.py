@@ -33,13 +33,6 @@ from goatherd.domain.errors import (
     StoreUnavailableError,
 )
 from goatherd.infrastructure.store.checkpointer import SAFETY_NET_PAGES
-from goatherd.infrastructure.store.migration import (
-    install_postgres_functions,
-    prepare_postgres,
-    upgrade_postgres,
-    upgrade_sqlite_file,
-    upgrade_v2_postgres,
-)
 from goatherd.infrastructure.store.schema import (
     META_HEAD,
     META_NEXT_COMMIT,
@@ -242,6 +235,9 @@ def ensure_schema(engine: Engine, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> str
 def _ensure_sqlite(engine: Engine, busy_timeout_ms: int) -> str:
     marker = _read_marker(engine)
     if marker in (SCHEMA_V1, SCHEMA_V2):
+        # Imported here: only an upgrade needs it (a read-only command never).
+        from goatherd.infrastructure.store.migration import upgrade_sqlite_file
+
         assert engine.url.database
         upgrade_sqlite_file(engine.url.database, busy_timeout_ms)
         marker = _read_marker(engine)
@@ -252,6 +248,13 @@ def _ensure_sqlite(engine: Engine, busy_timeout_ms: int) -> str:
 
 
 def _ensure_postgres(engine: Engine) -> str:
+    from goatherd.infrastructure.store.migration import (
+        install_postgres_functions,
+        prepare_postgres,
+        upgrade_postgres,
+        upgrade_v2_postgres,
+    )
+
     with engine.begin() as conn:
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})")
         marker = _marker_in(conn)

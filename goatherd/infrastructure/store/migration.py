@@ -222,30 +222,20 @@ def upgrade_postgres(conn: Connection) -> None:
 def install_postgres_functions(conn: Connection) -> None:
     """(Re)create this version's allocation function and indexes (idempotent)."""
     run = conn.exec_driver_sql
-    for statement in postgres.DDL:
+    for statement in (*postgres.DDL, *postgres.INDEXES.values()):
         run(statement)
-    run(
-        "CREATE INDEX IF NOT EXISTS idx_append_intents_commit "
-        "ON append_intents (commit_seq)"
-    )
 
 
 def prepare_postgres(conn: Connection) -> None:
-    """Create (or keep) the sequences, the function and the unsealed-chain index.
+    """Create (or keep) the sequences, the functions and the indexes of PostgreSQL.
 
-    The sequences restart after the highest stored position and commit number.
+    The indexes are ``postgres.INDEXES`` (the commit number, and the
+    unsealed-chain partial index). The sequences restart after the highest
+    stored position and commit number.
     """
     run = conn.exec_driver_sql
-    for statement in postgres.DDL:
+    for statement in (*postgres.DDL, *postgres.INDEXES.values()):
         run(statement)
-    run(
-        "CREATE INDEX IF NOT EXISTS idx_append_intents_unsealed "
-        "ON append_intents (commit_seq) WHERE head_digest IS NULL"
-    )
-    run(
-        "CREATE INDEX IF NOT EXISTS idx_append_intents_commit "
-        "ON append_intents (commit_seq)"
-    )
     next_position = run(
         "SELECT COALESCE(MAX(position) + 1, 0) FROM path_entries"
     ).scalar_one()

@@ -39,6 +39,7 @@ __all__ = [
     "COMMITS_SEQUENCE",
     "DDL",
     "FAULT_POINTS",
+    "INDEXES",
     "INT64_MAX",
     "POSITIONS_SEQUENCE",
     "SAFE_SQL",
@@ -180,6 +181,24 @@ DDL: Final = (
     _ALLOCATE_FUNCTION,
     _SAFE_FUNCTION,
 )
+
+INDEXES: Final = {
+    "idx_append_intents_commit": (
+        "CREATE INDEX IF NOT EXISTS idx_append_intents_commit "
+        "ON append_intents (commit_seq)"
+    ),
+    "idx_append_intents_unsealed": (
+        "CREATE INDEX IF NOT EXISTS idx_append_intents_unsealed "
+        "ON append_intents (commit_seq) WHERE head_digest IS NULL"
+    ),
+}
+"""PostgreSQL's own indexes, by name: plain DDL, not in ``schema.METADATA``.
+
+Declaring them on the tables (a partial index needs ``postgresql_where=``)
+would import SQLAlchemy's PostgreSQL dialect into every process that opens a
+SQLite trace; ``migration.prepare_postgres`` creates them instead, and
+``goatherd verify`` counts them as goatherd's.
+"""
 
 TRACE_SALT: Final = f"('{POSITIONS_SEQUENCE}'::regclass::oid::bigint << 31)"
 """SQL for a value naming this trace in its database (its positions sequence).

@@ -100,14 +100,11 @@ append_intents = Table(
     # PostgreSQL: the writer's transaction id (readers' high-water mark).
     Column("txid", BigInteger, nullable=True),
 )
-Index("idx_append_intents_commit", append_intents.c.commit_seq).ddl_if(
-    dialect="postgresql"
-)
-Index(
-    "idx_append_intents_unsealed",
-    append_intents.c.commit_seq,
-    postgresql_where=append_intents.c.head_digest.is_(None),
-).ddl_if(dialect="postgresql")
+# PostgreSQL's two indexes on append_intents (``idx_append_intents_commit`` and
+# the partial ``idx_append_intents_unsealed``) are plain DDL in
+# ``migration.POSTGRES_INDEXES``, run by ``prepare_postgres`` for every new or
+# upgraded trace: a ``postgresql_where=`` option here would import SQLAlchemy's
+# PostgreSQL dialect into every process that opens a SQLite trace (ADR 0089).
 
 contexts = Table(
     "contexts",

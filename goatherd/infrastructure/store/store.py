@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from sqlalchemy import Connection, Engine, and_, func, select
 
@@ -60,12 +60,6 @@ from goatherd.domain.workspace import WorkspaceState
 from goatherd.infrastructure.store import engine as engine_module
 from goatherd.infrastructure.store import ledgers
 from goatherd.infrastructure.store import postgres as pg
-from goatherd.infrastructure.store.appending import (
-    Member,
-    publish_in,
-    read_cutoff,
-    run_group,
-)
 from goatherd.infrastructure.store.authority import (
     append_context,
     publish_context,
@@ -85,9 +79,6 @@ from goatherd.infrastructure.store.engine import (
     ensure_schema,
     sqlite_engine,
 )
-from goatherd.infrastructure.store.erasure import bytes_left, live_pieces, truncate_wal
-from goatherd.infrastructure.store.erasure_pg import compact as pg_compact
-from goatherd.infrastructure.store.erasure_pg import not_compacted as pg_not_compacted
 from goatherd.infrastructure.store.limits import (
     DEFAULT_LIMITS,
     INT64_MAX,
@@ -97,7 +88,6 @@ from goatherd.infrastructure.store.limits import (
     check_text,
 )
 from goatherd.infrastructure.store.outages import outages
-from goatherd.infrastructure.store.plan import prepare, resolve_ids
 from goatherd.infrastructure.store.postgres import SAFE_SQL
 from goatherd.infrastructure.store.reader import (
     DEFAULT_CACHE_BYTES,
@@ -105,12 +95,6 @@ from goatherd.infrastructure.store.reader import (
     ContentCache,
     StoreReader,
     record_size,
-)
-from goatherd.infrastructure.store.redaction import (
-    ErasedBodies,
-    Redaction,
-    redact_in,
-    redaction_batch,
 )
 from goatherd.infrastructure.store.schema import (
     SCHEMA_V1,
@@ -132,7 +116,16 @@ from goatherd.infrastructure.store.slices import (
     check_mode_filter,
     visible_record,
 )
-from goatherd.infrastructure.store.staging import MemberPlan
+
+if TYPE_CHECKING:
+    from goatherd.infrastructure.store.appending import Member
+    from goatherd.infrastructure.store.redaction import ErasedBodies, Redaction
+    from goatherd.infrastructure.store.staging import MemberPlan
+
+# The append path (``appending``, ``plan``, ``staging``, ``writer``), the
+# redaction and the erasure modules are imported by the methods that run
+# them: a read-only command never loads them, nor the runtime events' decoders
+# the plan validates payloads with (ADR 0089).
 
 __all__ = [
     "DEFAULT_CHECKPOINT_BLOB_LIMIT",
@@ -433,6 +426,9 @@ class SqlAlchemyTraceStore:
         """
         operation = self._append_context(context)
         self._refuse_if_read_only()
+        from goatherd.infrastructure.store.appending import Member
+        from goatherd.infrastructure.store.plan import prepare
+
         try:
             check_expected_heads(expected_heads)
             prepared = prepare(operation, batch, self._cache.contexts, self._limits)
@@ -464,6 +460,8 @@ class SqlAlchemyTraceStore:
 
     def _commit_group(self, members: list[Member]) -> None:
         """Commit one group (the commit queue's leader calls this)."""
+        from goatherd.infrastructure.store.appending import run_group
+
         try:
             with self._lock:
                 plans = self._write(lambda reader: run_group(reader, members))
@@ -497,6 +495,8 @@ class SqlAlchemyTraceStore:
         refuse as malformed is refused the same way (an
         :class:`AppendRefusedError`).
         """
+        from goatherd.infrastructure.store.plan import prepare, resolve_ids
+
         operation = append_context(context)
         try:
             prepared = prepare(operation, batch, self._cache.contexts, self._limits)
@@ -525,6 +525,8 @@ class SqlAlchemyTraceStore:
             UnknownFactError: the through record is not on the target path.
             BatchShapeError: an empty frontier id or a duplicate parent.
         """
+        from goatherd.infrastructure.store.appending import publish_in
+
         operation = publish_context(context)
         with self._lock:
             cut, _, plans = self._write(
@@ -579,6 +581,8 @@ class SqlAlchemyTraceStore:
             AppendIntentConflictError: ``redaction_id`` committed other content.
             ReadOnlyStoreError, StoreUnavailableError: as for ``append``.
         """
+        from goatherd.infrastructure.store.redaction import redact_in, redaction_batch
+
         operation = self._append_context(context)
         self._refuse_if_read_only()
         batch = redaction_batch(redaction_id, record_ids, reason)
@@ -611,6 +615,11 @@ class SqlAlchemyTraceStore:
         self, redaction: Redaction, old: ErasedBodies, compact: bool, wait: float
     ) -> Redaction:
         """PostgreSQL: compact when asked, then say what remains (ADR 0077)."""
+        from goatherd.infrastructure.store.erasure_pg import compact as pg_compact
+        from goatherd.infrastructure.store.erasure_pg import (
+            not_compacted as pg_not_compacted,
+        )
+
         if not compact:
             report = pg_not_compacted()
         else:
@@ -635,6 +644,12 @@ class SqlAlchemyTraceStore:
         self, raw: Any, redaction: Redaction, old: dict[str, str]
     ) -> Redaction:
         """Checkpoint and truncate the WAL, then look for the erased bytes."""
+        from goatherd.infrastructure.store.erasure import (
+            bytes_left,
+            live_pieces,
+            truncate_wal,
+        )
+
         try:
             with outages:
                 truncated = truncate_wal(raw, self._busy_timeout_ms / 1000)
@@ -872,6 +887,8 @@ class SqlAlchemyTraceStore:
             UnknownFrontierError: no such frontier.
             TraceStoreError: the retained record and the index disagree.
         """
+        from goatherd.infrastructure.store.appending import read_cutoff
+
         with self._reading() as reader:
             return read_cutoff(reader, frontier_id)
 
@@ -888,6 +905,8 @@ class SqlAlchemyTraceStore:
             UnknownFrontierError: no such cut.
             UnknownFactError: the through record moved off its entry.
         """
+        from goatherd.infrastructure.store.appending import read_cutoff
+
         operation = read_context(context, visibility)
         check_mode_filter(mode_filter)
         with self._reading() as reader:

@@ -70,3 +70,33 @@ def test_the_sandbox_package_re_exports_exactly_its_backend_modules_names() -> N
         for name in importlib.import_module(f"{package.__name__}.{module}").__all__
     ]
     assert package.__all__ == sorted(names)
+    for module in modules:
+        home = importlib.import_module(f"{package.__name__}.{module}")
+        for name in home.__all__:
+            assert getattr(package, name) is getattr(home, name), name
+    assert set(dir(package)) >= set(names)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = package.no_such_name
+
+
+def test_the_builtin_backends_are_registered_whichever_module_was_imported() -> None:
+    """The package imports its modules lazily; the registry imports the built-ins."""
+    from tests.imports import modules_after
+
+    code = (
+        "from goatherd.infrastructure.sandbox.registry import sandbox_backends\n"
+        "assert sandbox_backends() == ['git', 'memory'], sandbox_backends()\n"
+    )
+    loaded = modules_after(code)
+    assert "goatherd.infrastructure.sandbox.landlock" not in loaded
+    code = (
+        "from goatherd.infrastructure.sandbox.git import GitSandbox\n"
+        "from goatherd.infrastructure.sandbox import MemorySandbox, register_sandbox\n"
+        "try:\n"
+        "    register_sandbox('memory', lambda config: MemorySandbox())\n"
+        "except ValueError as error:\n"
+        "    assert 'registered twice' in str(error)\n"
+        "else:\n"
+        "    raise AssertionError('a second memory backend was registered')\n"
+    )
+    modules_after(code)

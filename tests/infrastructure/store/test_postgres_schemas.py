@@ -94,3 +94,30 @@ def test_a_writer_held_open_in_another_schema_makes_no_writer_here_wait(
         writer.join(30)
     assert not stalled, "the append waited for another trace's transaction"
     assert done == [0]
+
+
+def test_a_new_trace_has_the_postgres_indexes_and_verify_counts_them_as_ours(
+    two_traces: tuple[str, str],
+) -> None:
+    """The two PostgreSQL-only indexes are plain DDL, outside the metadata.
+
+    The partial index keeps the unsealed tail cheap to find; both are created
+    for a new trace and reopening keeps them, and ``verify`` does not name them
+    as planted.
+    """
+    from goatherd.infrastructure.integrity import verify_trace
+
+    trace, _ = two_traces
+    for _ in range(2):  # creating, then reopening (install_postgres_functions)
+        with open_trace_store(trace) as store:
+            store.append(TRUSTED_APPEND_CONTEXT, note(0))
+            with store.engine.connect() as conn:
+                rows = conn.exec_driver_sql(
+                    "SELECT indexname, indexdef FROM pg_indexes "
+                    "WHERE schemaname = current_schema() "
+                    "AND tablename = 'append_intents'"
+                ).all()
+            found = {str(name): str(definition) for name, definition in rows}
+            assert verify_trace(store).problems == ()
+    assert "WHERE (head_digest IS NULL)" in found["idx_append_intents_unsealed"]
+    assert "(commit_seq)" in found["idx_append_intents_commit"]
