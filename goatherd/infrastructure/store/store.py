@@ -69,7 +69,6 @@ from goatherd.infrastructure.store.chain import ChainReport, TraceHead, parse_he
 from goatherd.infrastructure.store.checkpointer import WalCheckpointer
 from goatherd.infrastructure.store.codec import decode_receipt, decode_record
 from goatherd.infrastructure.store.commits import CommitQueue
-from goatherd.infrastructure.store.door import refused
 from goatherd.infrastructure.store.driver import Driver, placeholders
 from goatherd.infrastructure.store.engine import (
     BUSY_TIMEOUT_MS,
@@ -427,6 +426,7 @@ class SqlAlchemyTraceStore:
         operation = self._append_context(context)
         self._refuse_if_read_only()
         from goatherd.infrastructure.store.appending import Member
+        from goatherd.infrastructure.store.door import refused
         from goatherd.infrastructure.store.plan import prepare
 
         try:
@@ -495,6 +495,7 @@ class SqlAlchemyTraceStore:
         refuse as malformed is refused the same way (an
         :class:`AppendRefusedError`).
         """
+        from goatherd.infrastructure.store.door import refused
         from goatherd.infrastructure.store.plan import prepare, resolve_ids
 
         operation = append_context(context)
