@@ -3,7 +3,7 @@
 Importing this package registers the built-in backends (``memory``, ``git``).
 The backend modules' public names are re-exported here (one import line per
 module); the helper modules (``paths``, ``textdiff``, ``merge``, ``gitrunner``,
-``gitstate``, ``process_control``, ``supervised`` and the launcher's
+``gitstate``, ``gitcommit``, ``process_control``, ``supervised`` and the launcher's
 ``launch`` package) are imported directly where needed.
 """
 
