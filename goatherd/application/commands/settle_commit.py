@@ -208,7 +208,7 @@ def commit_settled(
             made = committer.commit_paths(
                 out.change_paths, message, author=request.author
             )
-            ctx.fault("after-commit", commit_intent(intent))
+            ctx.fault("after-git-commit", commit_intent(intent))
     except SettleCommitError as error:
         raise SettleCommitError(
             error.reason, output_id=output_id, settled=True, seq=seq

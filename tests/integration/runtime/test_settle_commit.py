@@ -196,7 +196,7 @@ def test_a_settle_killed_between_its_commit_and_its_record_commits_once(
 ):
     repo, out_id = sealed(trace, tmp_path, {"answer.txt": b"42\n"})
     before = len(commits(repo))
-    kill = {"ACTOR_KILL_AT": "after-commit", "ACTOR_KILL_INTENT": ":commit$"}
+    kill = {"ACTOR_KILL_AT": "after-git-commit", "ACTOR_KILL_INTENT": ":commit$"}
     actor = Actor(forks, trace, repo)
     assert actor("settle", out_id, "selected", "7", "commit", env=kill) == "Killed"
     assert len(commits(repo)) == before + 1  # the commit stands, unrecorded
