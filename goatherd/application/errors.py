@@ -23,6 +23,9 @@ Hierarchy::
         ExecTimeoutError               a sandboxed command outran its timeout
         InvalidExecRequestError        an exec request field has the wrong type or
                                        bytes (also ``ValueError``)
+        SettleCommitError              ``settle(..., commit=True)`` made no commit
+                                       (not a git workspace, detached HEAD, no
+                                       identity, nothing to commit)
 
 Every message names what was wrong. A failing operation leaves the workspace as
 it found it unless the docstring of the operation says otherwise.
@@ -46,6 +49,7 @@ __all__ = [
     "SandboxConfigError",
     "SandboxError",
     "SandboxOwnershipError",
+    "SettleCommitError",
     "UnknownSandboxBackendError",
     "UnsafeGitDirError",
     "UnsupportedError",
@@ -228,3 +232,44 @@ class InvalidExecRequestError(SandboxError, ValueError):
     The message names the field (``command``, ``args[2]``, ``env NAME``,
     ``timeout``, ``stdin``) and what is wrong with it.
     """
+
+
+class SettleCommitError(SandboxError):
+    """Raised when ``settle(..., commit=True)`` made no git commit.
+
+    Before the effect (the workspace is no git branch, HEAD is detached, no
+    identity is known) nothing was settled. After it (nothing to commit, a
+    branch that moved under the commit) the settlement stands and the same
+    ``seq`` commits it once the cause is fixed.
+
+    Attributes:
+        reason: what kept the commit from being made.
+        output_id: the output settled (``""``: not known yet).
+        settled: whether the settlement itself stands.
+        seq: the settle attempt's ``seq`` (``None``: not known yet).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        output_id: str = "",
+        settled: bool = False,
+        seq: int | None = None,
+    ) -> None:
+        """Build ``settle OUT: no commit made: <reason>; <what stands>``."""
+        message = f"no commit made: {reason}"
+        if output_id:
+            message = f"settle {output_id}: {message}"
+            if settled:
+                message += (
+                    f"; the settlement stands: settle it again with seq={seq}"
+                    " and commit=True to commit it"
+                )
+            else:
+                message += "; nothing was settled"
+        super().__init__(message)
+        self.reason = reason
+        self.output_id = output_id
+        self.settled = settled
+        self.seq = seq

@@ -34,6 +34,11 @@ from returns.result import Result, safe
 from goatherd.application.commands import checkpoints as cp_cmd
 from goatherd.application.commands import outputs, scopes, workspace
 from goatherd.application.commands.context import RuntimeContext
+from goatherd.application.commands.settle_commit import (
+    CommitRequest,
+    commit_request,
+    recorded_commit,
+)
 from goatherd.application.errors import SandboxOwnershipError
 from goatherd.application.failures import (
     CHECKPOINT_FAILURES,
@@ -600,11 +605,31 @@ class RetainedOutput:
         return self._ctx.trace.intent_committed_at(intent) if intent else None
 
     def settle(
-        self, action: str, *, seq: int | None = None
+        self,
+        action: str,
+        *,
+        seq: int | None = None,
+        commit: bool = False,
+        message: str | None = None,
+        author: str | None = None,
     ) -> Result[None, SettleFailure]:
-        """Consume the output exactly once with ``action``."""
-        return self._settle(action, seq)
+        """Consume the output exactly once with ``action``.
+
+        ``commit``, ``message`` and ``author`` as for ``ScopeManager.settle``.
+
+        Raises:
+            ValueError: ``message`` or ``author`` without ``commit=True``.
+        """
+        request = commit_request(commit, message, author)
+        return self._settle(action, seq, request)
 
     @safe(exceptions=SETTLE_FAILURES)
-    def _settle(self, action: str, seq: int | None) -> None:
-        outputs.settle(self._ctx, self._id, action, seq)
+    def _settle(
+        self, action: str, seq: int | None, request: CommitRequest | None
+    ) -> None:
+        outputs.settle(self._ctx, self._id, action, seq, request)
+
+    def commit(self) -> str | None:
+        """The git commit a ``settle(..., commit=True)`` recorded (``None``: none)."""
+        found = recorded_commit(self._ctx, output_id=self._id)
+        return found.commit if found is not None else None

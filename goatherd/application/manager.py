@@ -24,6 +24,7 @@ from returns.result import Result
 from goatherd.application.commands import checkpoints as cp_cmd
 from goatherd.application.commands import merge_gate, outputs, scopes, workspace
 from goatherd.application.commands.context import RuntimeContext
+from goatherd.application.commands.settle_commit import commit_request
 from goatherd.application.failures import (
     CHECKPOINT_FAILURES,
     CREATE_FAILURES,
@@ -404,9 +405,33 @@ class ScopeManager:
         return [RetainedOutput(self._ctx, oid) for _, oid in mine]
 
     @command(SETTLE_FAILURES, "SettleFailure")
-    def settle(self, output_id: str, action: str, *, seq: int | None = None) -> None:
-        """Consume the output exactly once with ``action``."""
-        outputs.settle(self._ctx, output_id, action, seq)
+    def settle(
+        self,
+        output_id: str,
+        action: str,
+        *,
+        seq: int | None = None,
+        commit: bool = False,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> None:
+        """Consume the output exactly once with ``action``.
+
+        ``commit=True`` (select or apply) also makes the landed winner one git
+        commit on the parent's branch, with ``message`` (default: one naming
+        the output) and ``author`` (``"Name <email>"``; default: the
+        repository's identity) and the ``Goatherd-*`` trailers, recorded once
+        (``RetainedOutput.commit()`` returns its sha; ADR 0084). A failure
+        to commit is a :class:`~goatherd.application.SettleCommitError`: its
+        ``settled`` says whether the settlement stands (then the same ``seq``
+        with ``commit=True`` commits it).
+
+        Raises:
+            ValueError: ``message`` or ``author`` without ``commit=True``.
+        """
+        outputs.settle(
+            self._ctx, output_id, action, seq, commit_request(commit, message, author)
+        )
 
     def finish(
         self, landed: SettleEffectLandedError | RestoreEffectLandedError

@@ -3,10 +3,10 @@
 A :class:`Sandbox` is the substrate a scope forks, snapshots, restores, diffs
 and executes in; the runtime never inspects a backend beyond the opaque
 :class:`~goatherd.domain.workspace.WorkspaceState` it captures. Optional
-capabilities are separate protocols (:class:`DeltaApplier`, :class:`Addressed`)
-detected with ``isinstance``. A :class:`ContainmentBackend` confines the
-commands a sandbox executes. Nothing here performs I/O; adapters live in
-``goatherd.infrastructure.sandbox``.
+capabilities are separate protocols (:class:`DeltaApplier`, :class:`Addressed`,
+:class:`StateCommitter`) detected with ``isinstance``. A
+:class:`ContainmentBackend` confines the commands a sandbox executes. Nothing
+here performs I/O; adapters live in ``goatherd.infrastructure.sandbox``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ __all__ = [
     "Sandbox",
     "SandboxCapabilities",
     "SandboxSpec",
+    "StateCommit",
+    "StateCommitter",
     "truncate_diff",
 ]
 
@@ -226,6 +228,70 @@ class Addressed(Protocol):
 
     def address(self) -> str:
         """Return the normalized absolute address (e.g. the worktree path)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StateCommit:
+    """A commit a :class:`StateCommitter` made (or found) on the workspace's branch.
+
+    Attributes:
+        sha: the commit's object id.
+        branch: the branch it is on (``refs/heads/...``).
+        parent: the commit it was made on top of.
+        tree: its tree's object id.
+        paths: the paths it changed, sorted.
+    """
+
+    sha: str
+    branch: str
+    parent: str
+    tree: str
+    paths: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class StateCommitter(Protocol):
+    """A sandbox that can turn paths of its working tree into a commit.
+
+    The commit is made on the branch HEAD is on, from the working tree's
+    content of exactly the given paths over HEAD's tree; every other path
+    keeps its committed content, so the user's unrelated uncommitted work
+    stays uncommitted. No hook, filter or other program of the repository
+    runs.
+    """
+
+    def check_committable(self, author: str | None = None) -> None:
+        """Refuse, before anything changes, a workspace no commit can be made in.
+
+        Raises:
+            SettleCommitError: HEAD is detached (or the repository has no
+                commit yet), or no author identity is known.
+        """
+        ...
+
+    def find_commit(self, trailer: str, value: str) -> StateCommit | None:
+        """Return the recent commit of HEAD's history with trailer ``value``."""
+        ...
+
+    def commit_paths(
+        self,
+        paths: Sequence[str],
+        message: str,
+        *,
+        author: str | None = None,
+    ) -> StateCommit:
+        """Commit ``paths`` as they stand in the working tree onto HEAD's branch.
+
+        ``message`` is the whole message (trailers included); ``author`` is
+        ``"Name <email>"`` (``None``: the repository's configured identity).
+        The index entries of ``paths`` are set to the commit's.
+
+        Raises:
+            SettleCommitError: the checks of :meth:`check_committable`, or
+                the paths hold nothing HEAD does not already hold, or the
+                branch moved while the commit was made.
+        """
         ...
 
 

@@ -54,7 +54,8 @@ raises simulates a crash there (tests). Boundaries: ``before-commit`` and
 ``after-commit`` around every append batch, ``after-blob`` between stored
 bytes and the record that addresses them, ``after-effect`` between a
 workspace effect (restore, settle select/apply) and its record,
-``after-release`` after a restore released its snapshot's bytes."""
+``after-release`` after a restore released its snapshot's bytes,
+``after-git-commit`` between a settle's git commit and its record."""
 
 BLOB_DIGEST_PREFIX: Final = "sha256:"
 

@@ -116,7 +116,7 @@ _Translate = Callable[[Any, argparse.Namespace, "RuntimeModel | None"], "str | N
 
 def _translations() -> list[tuple[type[BaseException], _Translate]]:
     """Each refusal's translation, most specific type first."""
-    from goatherd.application.errors import ApplyConflictError
+    from goatherd.application.errors import ApplyConflictError, SettleCommitError
     from goatherd.domain.runtime_errors import (
         CheckpointClaimedError,
         CheckpointNotRestorableError,
@@ -145,6 +145,7 @@ def _translations() -> list[tuple[type[BaseException], _Translate]]:
         (ScopeClaimedError, _scope_claimed),
         (ScopeStateError, _scope_state),
         (ApplyConflictError, _apply_conflict),
+        (SettleCommitError, _settle_commit),
         (InconsistentTraceError, _inconsistent),
     ]
 
@@ -159,7 +160,8 @@ def _settle_landed(
     verb = _PRESENT.get(error.action, error.action)
     seq = str(error.seq)
     base = _before(str(error), "; finish it with seq=")
-    finish = command(args, "settle", error.output_id, verb, "--resume", seq)
+    commit = ["--commit"] if getattr(args, "commit", False) else []
+    finish = command(args, "settle", error.output_id, verb, "--resume", seq, *commit)
     ends = [e.strip() for e in error.ending.split(" or ") if e.strip()]
     endings = " or ".join(
         command(args, "settle", error.output_id, end, "--resume", seq) for end in ends
@@ -246,6 +248,27 @@ def _apply_conflict(
     diff = command(args, "diff", output)
     end = command(args, "settle", output, "release")
     return f"{error}; {diff} shows the output's changes; end it with {end}"
+
+
+def _settle_commit(
+    error: Any, args: argparse.Namespace, model: RuntimeModel | None
+) -> str | None:
+    output = error.output_id or getattr(args, "output", "")
+    if not output:
+        return None
+    verb = _PRESENT.get(getattr(args, "action", ""), getattr(args, "action", ""))
+    base = _before(str(error), "; the settlement stands")
+    base = _before(base, "; nothing was settled")
+    if error.settled:
+        retry = command(
+            args, "settle", output, verb, "--resume", str(error.seq), "--commit"
+        )
+        return f"{base}; the settlement stands: once fixed, commit it with {retry}"
+    plain = command(args, "settle", output, verb)
+    return (
+        f"{base}; nothing was settled: fix it and retry, or settle without a"
+        f" commit: {plain}"
+    )
 
 
 def _inconsistent(

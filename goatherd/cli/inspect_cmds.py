@@ -8,9 +8,11 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from goatherd.cli.common import open_read_only
+from goatherd.cli.exits import CommandError
 from goatherd.cli.output import ProgressBar, emit_json, short_id
 from goatherd.cli.text import clean, clean_lines, json_safe, one_line
 
@@ -149,12 +151,27 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """Print one record in full."""
-    from goatherd.cli.ids import resolve_record
+    """Print one record in full, or where a goatherd git commit came from."""
+    from goatherd.cli.ids import UnknownIdError, resolve_record
     from goatherd.infrastructure.inspection import record_details
 
+    if getattr(args, "repo", None) is not None:
+        return _show_commit(args, Path(args.repo))
     with open_read_only(args.db) as store:
-        details = record_details(store, resolve_record(store, args.record_id))
+        try:
+            record_id = resolve_record(store, args.record_id)
+        except UnknownIdError as unknown:
+            if _commit_here(args.record_id) is None:
+                raise
+            record_id = ""
+            error = unknown
+        if record_id:
+            details = record_details(store, record_id)
+    if not record_id:
+        try:
+            return _show_commit(args, Path.cwd())
+        except CommandError as failed:
+            raise CommandError(f"{error}; {failed}") from failed
     if args.json:
         emit_json(details.to_json())
         return 0
@@ -178,6 +195,73 @@ def cmd_show(args: argparse.Namespace) -> int:
     lines.append("payload")
     payload = json.dumps(details.payload, ensure_ascii=False, sort_keys=True, indent=2)
     lines += payload.splitlines()
+    print("\n".join(clean_lines(lines)))
+    return 0
+
+
+def _commit_here(revision: str) -> str | None:
+    """The commit ``revision`` names in the current directory's repository."""
+    from goatherd.application.errors import SandboxError
+    from goatherd.infrastructure.sandbox.gitcommit import read_trailers
+    from goatherd.infrastructure.sandbox.gitrunner import GitRunner
+
+    try:
+        return read_trailers(GitRunner(Path.cwd()), revision).sha
+    except SandboxError:
+        return None
+
+
+def _show_commit(args: argparse.Namespace, repo: Path) -> int:
+    """Print the output and settlement a ``settle --commit`` commit names."""
+    from goatherd.application.errors import SandboxError
+    from goatherd.cli.common import recovered
+    from goatherd.infrastructure.sandbox.gitcommit import read_trailers
+    from goatherd.infrastructure.sandbox.gitrunner import GitRunner
+
+    try:
+        found = read_trailers(GitRunner(repo), args.record_id)
+    except SandboxError as error:
+        raise CommandError(f"show: {error}") from error
+    output_id = found.get("Goatherd-Output")
+    if not output_id:
+        raise CommandError(
+            f"commit {found.sha} has no Goatherd-Output trailer: it was not made"
+            " by 'goatherd settle ... --commit'"
+        )
+    with recovered(args) as (_runtime, manager, _store):
+        output = manager.output(output_id)
+        if output is None:
+            raise CommandError(
+                f"commit {found.sha} names output {output_id}, which the trace"
+                f" {args.db} does not hold; name its trace with --db"
+            )
+        summary = {
+            "commit": found.sha,
+            "subject": found.subject,
+            "output": output_id,
+            "scope": output.scope_id,
+            "state": output.state.value,
+            "settlement": found.get("Goatherd-Trace-Head"),
+            "recorded_commit": output.commit(),
+            "trailers": [{"key": k, "value": v} for k, v in found.trailers],
+        }
+    if args.json:
+        emit_json(summary)
+        return 0
+    recorded = summary["recorded_commit"]
+    if recorded == found.sha:
+        note = "the trace records this commit"
+    elif recorded:
+        note = f"the trace records commit {recorded}, not this one"
+    else:
+        note = "the trace records no commit for this output"
+    lines = [
+        f"commit     {found.sha}  {found.subject}",
+        f"output     {output_id}  ({summary['state']})",
+        f"scope      {summary['scope']}",
+        f"settlement {summary['settlement'] or '(no Goatherd-Trace-Head trailer)'}",
+        f"recorded   {note}",
+    ]
     print("\n".join(clean_lines(lines)))
     return 0
 

@@ -22,7 +22,7 @@ from returns.result import Failure
 
 from goatherd.application.errors import NoSandboxError
 from goatherd.cli.common import recovered, repository_of, unwrap
-from goatherd.cli.exits import CommandError
+from goatherd.cli.exits import EXIT_USAGE, CommandError
 from goatherd.cli.ids import CHECKPOINT, OUTPUT, SCOPE, candidates, resolve
 from goatherd.cli.output import emit_json
 from goatherd.cli.recover_cmd import (
@@ -282,20 +282,40 @@ def cmd_settle(args: argparse.Namespace) -> int:
     """Settle an output with one of the four actions, exactly once."""
     from goatherd.domain.settlement import SettlementAction
 
+    if not args.commit and (args.message is not None or args.author is not None):
+        raise CommandError(
+            "settle: --message and --author go with --commit (they describe the"
+            " commit it makes)",
+            EXIT_USAGE,
+        )
     with recovered(args, writable=True, sandboxes=True) as (runtime, manager, _store):
         _, args.output = _resolved(runtime, args.output, OUTPUT)
         action = SettlementAction[_VERBS[args.action]].value
         with _needs_workspace():
-            unwrap(manager.settle(args.output, action, seq=args.resume))
+            unwrap(
+                manager.settle(
+                    args.output,
+                    action,
+                    seq=args.resume,
+                    commit=args.commit,
+                    message=args.message,
+                    author=args.author,
+                )
+            )
         output = manager.output(args.output)
         assert output is not None
-        summary = {
+        summary: dict[str, Any] = {
             "output": output.id,
             "scope": output.scope_id,
             "state": output.state.value,
         }
+        if args.commit:
+            summary["commit"] = output.commit()
     if args.json:
         emit_json(summary)
+    elif args.commit:
+        state, sha = summary["state"], summary["commit"]
+        print(clean(f"settled {args.output}: {state}; committed {sha}"))
     else:
         print(clean(f"settled {args.output}: {summary['state']}"))
     return 0

@@ -252,10 +252,23 @@ def _inspection(sub: Subparsers[argparse.ArgumentParser]) -> None:
         sub,
         "show",
         "inspect_cmds:cmd_show",
-        "show one record, its paths, parents and children",
+        "show one record, its paths, parents and children; or the output and"
+        " settlement a goatherd git commit came from",
         legacy_db=True,
     )
-    show.add_argument("record_id", metavar="RECORD_ID", help="a record id or prefix")
+    show.add_argument(
+        "record_id",
+        metavar="RECORD_ID|COMMIT",
+        help="a record id or prefix, or a git commit (a revision) that"
+        " 'goatherd settle ... --commit' made",
+    )
+    show.add_argument(
+        "--repo",
+        metavar="PATH",
+        default=None,
+        help="read COMMIT from this git repository (default: the current"
+        " directory's, when RECORD_ID names no record)",
+    )
 
     _command(
         sub,
@@ -359,6 +372,27 @@ def _lifecycle(sub: Subparsers[argparse.ArgumentParser]) -> None:
         default=None,
         help="finish (or end) the attempt that claimed the output under SEQ: the"
         " seq a 'settle effect landed' or a refused halt names",
+    )
+    settle.add_argument(
+        "--commit",
+        action="store_true",
+        help="select/apply: make the landed winner one git commit on the branch"
+        " of the parent's repository, with Goatherd-Output and"
+        " Goatherd-Trace-Head trailers (only the settled paths are committed)",
+    )
+    settle.add_argument(
+        "-m",
+        "--message",
+        metavar="MESSAGE",
+        default=None,
+        help="with --commit: the commit message (default: one naming the output)",
+    )
+    settle.add_argument(
+        "--author",
+        metavar="'NAME <EMAIL>'",
+        default=None,
+        help="with --commit: the commit's author (default: the repository's"
+        " user.name and user.email)",
     )
     _workspace_option(settle)
 

@@ -121,6 +121,7 @@ NAMES: Final[dict[str, str]] = {
     "OrdinalConflictError": "errors",
     "OutputClaimed": "events",
     "OutputClaimedError": "runtime_errors",
+    "OutputCommitted": "events",
     "OutputConsumedError": "runtime_errors",
     "OutputNotFoundError": "runtime_errors",
     "OutputSealed": "events",

@@ -139,5 +139,16 @@ def test_the_documented_session_runs(tmp_path: Path) -> None:
         assert done.returncode == 0, (argv, done.stderr)
         if argv[1] == "diff":
             assert "+    return a + b" in done.stdout
+        if "--commit" in argv:
+            head = subprocess.run(
+                ["git", "log", "-1", "--format=%(trailers)"],
+                cwd=project,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            assert f"Goatherd-Output: {argv[1 + argv.index('settle')]}" in head
+        if argv[1] == "show":
+            assert "the trace records this commit" in done.stdout
     assert "return a + b" in (project / "calc.py").read_text()
     assert not (project / "scratch").exists()

@@ -38,6 +38,11 @@ from goatherd.application.commands.checkpoints import read_blob
 from goatherd.application.commands.claims import check_no_claim_needs
 from goatherd.application.commands.context import RuntimeContext
 from goatherd.application.commands.scopes import destroy_owned_sandbox, parent_of
+from goatherd.application.commands.settle_commit import (
+    CommitRequest,
+    check_before_settle,
+    commit_settled,
+)
 from goatherd.application.decisions import Decision
 from goatherd.application.errors import (
     ApplyConflictError,
@@ -148,24 +153,37 @@ def _found(ctx: RuntimeContext, output_id: str) -> RetainedOutputAggregate:
     return out
 
 
-def settle(ctx: RuntimeContext, output_id: str, action: str, seq: int | None) -> None:
+def settle(
+    ctx: RuntimeContext,
+    output_id: str,
+    action: str,
+    seq: int | None,
+    commit: CommitRequest | None = None,
+) -> str | None:
     """Consume the output exactly once with ``action`` (see the module docs).
+
+    With ``commit``, a select or apply ends with a git commit of the output's
+    paths on the parent's branch, recorded once (``settle_commit``); its sha
+    is returned (else ``None``).
 
     Raises:
         OutputNotFoundError, OutputConsumedError, OutputClaimedError,
         UnknownSettlementActionError, ScopeNotFoundError, ScopeStateError,
         RootScopeError, NotAChildError, ParentMovedError, WorkspaceBusyError,
         ApplyConflictError, UnsupportedError, NoSandboxError, SandboxError,
-        InconsistentTraceError, SettleEffectLandedError.
+        InconsistentTraceError, SettleEffectLandedError, SettleCommitError.
     """
     with ctx.lock:
         out = _found(ctx, output_id)
         owner = out.scope_owner
-        intent = settle_intent(owner, str(action), ctx.next_seq(seq))
+        attempt = ctx.next_seq(seq)
+        intent = settle_intent(owner, str(action), attempt)
         committed = ctx.committed(intent, seq)
         if not committed:
             out.check_settleable()
         verb = parse_settlement_action(action)
+        if commit is not None and not committed:
+            check_before_settle(ctx, out, verb, commit, attempt)
         if not committed:
             child = ctx.scope(owner)
             if not child.listed:
@@ -178,6 +196,10 @@ def settle(ctx: RuntimeContext, output_id: str, action: str, seq: int | None) ->
     # record and the teardown left the child's sandbox standing.
     if verb is not SettlementAction.RELEASE:
         destroy_owned_sandbox(ctx, owner)
+    if commit is None:
+        return None
+    with ctx.lock:
+        return commit_settled(ctx, output_id, verb, intent, commit)
 
 
 def _end(

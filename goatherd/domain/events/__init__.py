@@ -34,6 +34,7 @@ __all__ = [
     "MergeProposed",
     "OpaqueRecord",
     "OutputClaimed",
+    "OutputCommitted",
     "OutputSealed",
     "OutputSettled",
     "PUBLISHED_FACT_KIND_LABEL",

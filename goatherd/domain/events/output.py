@@ -8,6 +8,8 @@ before a select or apply changes the parent's workspace: it also sits on the
 parent's path and names the workspace state it was decided against, so two
 settles into one parent cannot both win. ``run_output.settled`` consumes the
 output; after an apply it records the base it landed on and the result.
+``run_output.committed`` follows a settlement asked to end as a git commit: it
+names the commit made on the parent's branch (ADR 0084).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from goatherd.domain.records import RecordMode
 from goatherd.domain.settlement import SettlementAction
 from goatherd.domain.workspace import WorkspaceState
 
-__all__ = ["OutputClaimed", "OutputSealed", "OutputSettled"]
+__all__ = ["OutputClaimed", "OutputCommitted", "OutputSealed", "OutputSettled"]
 
 _DECL: Final = RecordMode.DECLARATION
 _CAPT: Final = RecordMode.CAPTURE
@@ -129,3 +131,41 @@ class OutputSettled(RuntimeEvent):
     parent_owner: str | None = None
     base_digest: str | None = None
     result_digest: str | None = None
+
+
+@register_event
+@dataclass(frozen=True, kw_only=True)
+class OutputCommitted(RuntimeEvent):
+    """A settled output's effect was committed on the parent's branch.
+
+    It sits on the output's path and the parent workspace's, after the
+    settlement (its cause, on the output's path). The commit's message ends
+    with the trailers ``Goatherd-Output`` (this output) and
+    ``Goatherd-Trace-Head`` (the settlement record's id).
+
+    Attributes:
+        output_id: the output.
+        settle_intent: the settle attempt that asked for the commit.
+        commit: the commit's object id.
+        branch: the branch it was made on (``refs/heads/...``).
+        parent_commit: the commit it was made on top of.
+        tree: the commit's tree.
+        paths: the paths it changed, sorted.
+        state_digest: the parent's workspace digest once committed.
+        adopted: the commit was found on the branch (made by an attempt that
+            died before this record), not made by the recording attempt.
+    """
+
+    SCHEMA = "goatherd.run_output.committed.v1"
+    MODE = _CAPT
+    KIND_LABEL = "run_output:committed"
+
+    output_id: str
+    settle_intent: str
+    commit: str
+    branch: str
+    parent_commit: str
+    tree: str
+    paths: tuple[str, ...]
+    state_digest: str
+    adopted: bool = False

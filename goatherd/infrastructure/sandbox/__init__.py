@@ -7,8 +7,8 @@ no Landlock, seccomp or Windows backend (ADR 0089). The built-in backends
 (``memory``, ``git``) register when their module is imported, and the
 registry imports both before it registers, opens or lists any backend. The
 helper modules (``paths``, ``textdiff``, ``merge``, ``gitrunner``,
-``gitstate``, ``process_control``, ``supervised`` and the launcher's
-``launch`` package) are imported directly where needed.
+``gitstate``, ``gitcommit``, ``process_control``, ``supervised`` and the
+launcher's ``launch`` package) are imported directly where needed.
 """
 
 from __future__ import annotations

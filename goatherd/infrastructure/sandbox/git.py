@@ -22,7 +22,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,9 +44,11 @@ from goatherd.application.ports import (
     ExecResult,
     SandboxCapabilities,
     SandboxSpec,
+    StateCommit,
     truncate_diff,
 )
 from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.sandbox import gitcommit
 from goatherd.infrastructure.sandbox.gitrunner import GitRunner, nul_list, scratch_index
 from goatherd.infrastructure.sandbox.gitstate import (
     GIT_BACKEND,
@@ -483,6 +485,22 @@ class GitSandbox:
         raise UnsupportedError(
             GIT_BACKEND, "write_file", "this backend owns git state only"
         )
+
+    # ------------------------------------------------------------ commits
+    def check_committable(self, author: str | None = None) -> None:
+        """Refuse a detached HEAD or a missing identity (see ``gitcommit``)."""
+        gitcommit.check_committable(self._git, author)
+
+    def find_commit(self, trailer: str, value: str) -> StateCommit | None:
+        """Return the recent commit of HEAD's history with ``trailer: value``."""
+        return gitcommit.find_commit(self._git, trailer, value)
+
+    def commit_paths(
+        self, paths: Sequence[str], message: str, *, author: str | None = None
+    ) -> StateCommit:
+        """Commit ``paths`` as they stand onto HEAD's branch (see ``gitcommit``)."""
+        with self._lock:
+            return gitcommit.commit_paths(self._git, paths, message, author=author)
 
 
 def _exec_option(

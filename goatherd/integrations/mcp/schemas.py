@@ -225,6 +225,10 @@ class ProposeOutput(ToolOutput):
     output_id: str
     changes: list[dict[str, str]]
     settle: str = Field(description="a command a human can run to select it")
+    settle_commit: str = Field(
+        description="the same, landing it as one git commit on the repository's"
+        " branch whose trailers name the output (Goatherd-Output)"
+    )
     unchanged: bool = Field(
         description="nothing changed since this output was proposed"
     )

@@ -910,10 +910,12 @@ class WorkspaceTools:
     def _proposed(self, out: RetainedOutput, *, again: bool) -> _Done:
         changes = [dict(change) for change in out.changes()]
         settle = f"goatherd settle {out.id} select --db {self._settings.db}"
+        commit = f"goatherd settle {out.id} select --commit --db {self._settings.db}"
         data = {
             "output_id": out.id,
             "changes": changes,
             "settle": settle,
+            "settle_commit": commit,
             "unchanged": again,
         }
         if again:
@@ -924,7 +926,8 @@ class WorkspaceTools:
         else:
             text = (
                 f"proposed as {out.id} ({len(changes)} changed path(s)); a human"
-                f" settles it, e.g. `{settle}`. You may keep working and propose"
+                f" settles it, e.g. `{settle}` (or as a git commit on the"
+                f" repository's branch: `{commit}`). You may keep working and propose"
                 " again; a human settles one proposal of an environment, and the"
                 " others then can no longer be selected or applied."
             )

@@ -6,7 +6,8 @@ whose resolver re-adopts the repository (roots) and the recorded worktrees
 failure's class name, or ``Success``) and ``DETAIL <message>``:
 
 - ``halt SCOPE``, ``discard CHILD``, ``merge CHILD``;
-- ``settle OUTPUT ACTION SEQ``; ``restore CHECKPOINT SEQ``;
+- ``settle OUTPUT ACTION SEQ [commit]`` (``commit``: as a git commit, by
+  ``Actor <actor@example.com>``); ``restore CHECKPOINT SEQ``;
 - ``checkpoint SCOPE SEQ``, ``seal SCOPE SEQ``.
 
 With ``ACTOR_KILL_AT=BOUNDARY`` it SIGKILLs itself at that fault boundary of
@@ -50,7 +51,10 @@ def _run(mgr, command: str, target: str, rest: list[str]) -> object:
     if command in ("discard", "merge"):
         return getattr(mgr, command)(target)
     if command == "settle":
-        action, seq = rest
+        action, seq, *commit = rest
+        if commit == ["commit"]:
+            author = "Actor <actor@example.com>"
+            return mgr.settle(target, action, seq=int(seq), commit=True, author=author)
         return mgr.settle(target, action, seq=int(seq))
     if command == "restore":
         return mgr.restore_checkpoint(target, seq=int(rest[0]))
