@@ -8,6 +8,7 @@ the output not consumed. A repository's own merge driver or filter never runs.
 from __future__ import annotations
 
 import subprocess
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,7 @@ def merging(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GitSandbox]
 # Two edit sets on lines at least two apart (git treats adjacent edits as one
 # region), each line edited by at most one side.
 _LINE_SETS = st.sets(st.integers(1, LINES), min_size=2, max_size=LINES).filter(
-    lambda s: all(b - a >= 2 for a, b in zip(sorted(s), sorted(s)[1:]))
+    lambda s: all(b - a >= 2 for a, b in pairwise(sorted(s)))
 )
 
 

@@ -66,6 +66,7 @@ from goatherd.infrastructure.sandbox.gitstate import (
     resolve_state,
 )
 from goatherd.infrastructure.sandbox.merge import (
+    CLASH,
     Side,
     conflicting_paths,
     merge_lines,
@@ -444,13 +445,13 @@ class GitSandbox:
         written: dict[str, RawChange] = {}
         for path in both:
             mine, new = our_changes.get(path), their_changes.get(path)
-            clash = mine is None or new is None
-            reason = None if clash else self._reason(mine, new)
-            if clash or reason:
-                reasons[path] = reason or merge_reason(None, None, None, clash=True)
+            if mine is None or new is None:
+                reasons[path] = CLASH
                 continue
-            assert mine is not None
-            assert new is not None
+            reason = self._reason(mine, new)
+            if reason:
+                reasons[path] = reason
+                continue
             result = merge_lines(
                 path, self._blob(new.old_sha), self._blob(mine.sha), self._blob(new.sha)
             )

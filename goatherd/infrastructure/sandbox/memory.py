@@ -33,7 +33,12 @@ from goatherd.application.ports import (
     truncate_diff,
 )
 from goatherd.domain.workspace import WorkspaceState
-from goatherd.infrastructure.sandbox.merge import Side, merge_lines, merge_reason
+from goatherd.infrastructure.sandbox.merge import (
+    CLASH,
+    Side,
+    merge_lines,
+    merge_reason,
+)
 from goatherd.infrastructure.sandbox.paths import clean_relative
 from goatherd.infrastructure.sandbox.registry import register_sandbox
 from goatherd.infrastructure.sandbox.textdiff import (
@@ -251,8 +256,7 @@ class MemorySandbox:
             hunks += result.hunks
             merged[path] = FileEntry(result.data, current[path].mode)
         if not reasons and not hunks:
-            clash = merge_reason(None, None, None, clash=True)
-            reasons = dict.fromkeys(clashing_paths(merged), clash or "")
+            reasons = dict.fromkeys(clashing_paths(merged), CLASH)
             conflicts = sorted({*conflicts, *reasons})
         if reasons or hunks:
             raise ApplyConflictError(

@@ -24,6 +24,7 @@ from goatherd.application.errors import ConflictHunk, LineRange
 from goatherd.infrastructure.sandbox.gitrunner import GitRunner
 
 __all__ = [
+    "CLASH",
     "LineMerge",
     "Side",
     "conflicting_paths",
@@ -31,6 +32,7 @@ __all__ = [
     "merge_reason",
 ]
 
+CLASH: Final = "a file on one side, a directory on the other"
 _MARKER: Final = 41  # longer than any marker a file is likely to hold
 _OURS: Final = b"<" * _MARKER
 _BASE: Final = b"|" * _MARKER
@@ -73,7 +75,7 @@ def merge_reason(
 ) -> str | None:
     """Return why a path both sides changed cannot be line-merged, or ``None``."""
     if clash:
-        return "a file on one side, a directory on the other"
+        return CLASH
     if ours is None or theirs is None:
         return "deleted on one side, changed on the other"
     if base is None:
