@@ -14,7 +14,7 @@ Hierarchy::
         WorkspaceEscapeError           a path leaves the workspace (also ``ValueError``)
         InvalidWorkspaceStateError     a state from another backend or repository,
                                        or a corrupt one (also ``ValueError``)
-        ApplyConflictError             a delta or settlement overlaps changed paths
+        ApplyConflictError             a delta or settlement cannot merge (hunks named)
         GitError                       a git subprocess failed (carries git's stderr)
         UnsafeGitDirError              a workspace's ``.git`` is not the one goatherd
                                        made (swapped pointer, alternates): nothing ran
@@ -33,18 +33,21 @@ it found it unless the docstring of the operation says otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from goatherd.domain.errors import GoatherdError
 
 __all__ = [
     "ApplyConflictError",
+    "ConflictHunk",
     "ContainmentError",
     "ContainmentUnavailableError",
     "ExecTimeoutError",
     "GitError",
     "InvalidExecRequestError",
     "InvalidWorkspaceStateError",
+    "LineRange",
     "NoSandboxError",
     "SandboxConfigError",
     "SandboxError",
@@ -146,21 +149,79 @@ class InvalidWorkspaceStateError(SandboxError, ValueError):
     """
 
 
-class ApplyConflictError(SandboxError):
-    """Raised when a delta (or a settled output) changes paths that also moved.
+@dataclass(frozen=True, slots=True)
+class LineRange:
+    """Lines of one side of a conflict: ``count`` lines from line ``start`` (1-based).
 
-    The workspace is left untouched and nothing is consumed.
+    A ``count`` of 0 is an insertion before line ``start``.
+    """
+
+    start: int
+    count: int
+
+    def __str__(self) -> str:
+        """Render ``lines 3-5``, ``line 3`` or ``before line 3``."""
+        if self.count == 0:
+            return f"before line {self.start}"
+        if self.count == 1:
+            return f"line {self.start}"
+        return f"lines {self.start}-{self.start + self.count - 1}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConflictHunk:
+    """One region git's line merge could not reconcile in ``path``.
+
+    ``ours`` is the region in the workspace's file, ``theirs`` in the delta's.
+    """
+
+    path: str
+    ours: LineRange
+    theirs: LineRange
+
+    def __str__(self) -> str:
+        """Render ``ours lines 3-4 / theirs line 3``."""
+        return f"ours {self.ours} / theirs {self.theirs}"
+
+
+class ApplyConflictError(SandboxError):
+    """Raised when a delta (or a settled output) cannot merge with the workspace.
+
+    Both sides changed a path differently and git's line merge could not
+    reconcile them: overlapping line edits (``hunks``), or a change no line
+    merge applies to (``reasons``: binary content, a mode change, a deletion
+    against a modification, an addition on both sides, a file against a
+    directory). The workspace is left untouched and nothing is consumed.
 
     Attributes:
         paths: the conflicting paths, sorted.
+        hunks: the conflicting line regions of text files, by path and line.
+        reasons: for paths that could not be line-merged, why not.
     """
 
-    def __init__(self, paths: Sequence[str], detail: str = "") -> None:
-        """Build ``apply conflict: <detail>: a, b``."""
-        listed = ", ".join(paths)
+    def __init__(
+        self,
+        paths: Sequence[str],
+        detail: str = "",
+        *,
+        hunks: Sequence[ConflictHunk] = (),
+        reasons: Mapping[str, str] | None = None,
+    ) -> None:
+        """Build ``apply conflict: <detail>: a (ours line 2 / theirs line 2), b``."""
+        self.paths = tuple(paths)
+        self.hunks = tuple(hunks)
+        self.reasons = dict(reasons or {})
+        listed = ", ".join(self._describe(p) for p in self.paths)
         prefix = f"apply conflict: {detail}" if detail else "apply conflict"
         super().__init__(f"{prefix}: {listed}")
-        self.paths = tuple(paths)
+
+    def _describe(self, path: str) -> str:
+        regions = [str(h) for h in self.hunks if h.path == path]
+        if regions:
+            return f"{path} ({'; '.join(regions)})"
+        if path in self.reasons:
+            return f"{path} ({self.reasons[path]})"
+        return path
 
 
 class GitError(SandboxError):

@@ -212,14 +212,30 @@ class DeltaApplier(Protocol):
         ``base`` defaults to the timeline position the delta was captured on
         (its revision). Per path: unchanged in the delta keeps the workspace;
         unchanged in the workspace takes the delta; changed identically on
-        both sides is fine; changed differently is a conflict. A clean delta
-        is a no-op.
+        both sides is fine; a text file changed differently on both sides is
+        merged line by line on git's merge machinery (``git merge-file``), and
+        the merged content is written. Overlapping line edits, and changes no
+        line merge applies to (binary content, a mode change, a deletion
+        against a modification, an addition on both sides, a file against a
+        directory), are conflicts. A clean delta is a no-op.
 
         Raises:
-            ApplyConflictError: listing every conflicting path; the
-                workspace is untouched.
+            ApplyConflictError: naming every conflicting path, with the line
+                hunks (``hunks``) or the reason (``reasons``); the workspace
+                is untouched.
         """
         ...
+
+    def check_delta(
+        self, delta: WorkspaceState, base: WorkspaceState | None = None
+    ) -> None:
+        """Raise what :meth:`apply_delta` would raise, changing nothing (a dry run).
+
+        Raises:
+            ApplyConflictError: as :meth:`apply_delta` would.
+        """
+
+    ...
 
 
 @runtime_checkable

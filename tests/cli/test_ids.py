@@ -429,3 +429,16 @@ def test_the_typed_db_is_repeated_and_an_environment_db_is_not(
     assert command(args, "verify", workspace=False) == (
         "`goatherd verify --db /tmp/other.sqlite`"
     )
+
+
+def test_a_conflicting_apply_names_the_hunks_and_consumes_nothing(
+    session: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, ids = session
+    _json(capsys, "settle", ids["out1"], "select", "--db", db)
+    code, _, err = _run(capsys, "settle", ids["out0"], "apply", "--db", db)
+    assert code == EXIT_FAILED
+    # Both attempts rewrote the file's only line: git's merge names it.
+    assert "app.txt (ours line 1 / theirs line 1)" in err
+    assert (Path(ids["repo"]) / "app.txt").read_text() == "attempt 1\n"
+    assert _outputs(capsys, db)[ids["out0"]] == "unconsumed"

@@ -17,9 +17,11 @@ import pytest
 from goatherd.application import (
     DIFF_TRUNCATED_MARKER,
     ApplyConflictError,
+    ConflictHunk,
     DeltaApplier,
     ExecRequest,
     InvalidWorkspaceStateError,
+    LineRange,
     Sandbox,
     SandboxError,
     SandboxSpec,
@@ -321,6 +323,33 @@ class SandboxContract:
             sandbox.apply_delta(delta)
         assert caught.value.paths == ("README.md", "src/app.py")
         assert "README.md" in str(caught.value)
+        assert self.snapshot(sandbox) == before
+
+    def test_disjoint_line_edits_of_one_file_merge_and_overlaps_name_hunks(
+        self, sandbox: Sandbox, tmp_path: Path
+    ) -> None:
+        assert isinstance(sandbox, DeltaApplier)
+        lines = [b"line %d\n" % n for n in range(1, 9)]
+        self.write(sandbox, "lines.txt", b"".join(lines))
+        base = sandbox.capture()
+        other = self.sibling(sandbox, tmp_path)
+        other.apply(base)
+        self.write(other, "lines.txt", b"".join([*lines[:7], b"theirs\n"]))
+        delta = other.capture()
+        self.write(sandbox, "lines.txt", b"".join([b"ours\n", *lines[1:]]))
+        sandbox.check_delta(delta, base)
+        sandbox.apply_delta(delta, base)
+        merged = b"".join([b"ours\n", *lines[1:7], b"theirs\n"])
+        assert self.snapshot(sandbox)["lines.txt"] == (merged, False)
+        self.write(sandbox, "lines.txt", b"".join([*lines[:7], b"mine\n"]))
+        before = self.snapshot(sandbox)
+        with pytest.raises(ApplyConflictError) as caught:
+            sandbox.check_delta(delta, base)
+        with pytest.raises(ApplyConflictError) as applied:
+            sandbox.apply_delta(delta, base)
+        hunk = ConflictHunk("lines.txt", LineRange(8, 1), LineRange(8, 1))
+        assert caught.value.hunks == applied.value.hunks == (hunk,)
+        assert "lines.txt (ours line 8 / theirs line 8)" in str(applied.value)
         assert self.snapshot(sandbox) == before
 
     def test_the_same_change_on_both_sides_is_not_a_conflict(

@@ -41,6 +41,10 @@ pytestmark = pytest.mark.integration
 
 KILLS = int(os.environ.get("GOATHERD_CRASH_KILLS", "50"))
 FILES = {f"d{i % 10}/f{i}.txt": f"file {i}\n".encode() * 20 for i in range(200)}
+# One file both sides edit, on disjoint lines: an apply merges it with
+# ``git merge-file``, one more git call the killer may hit.
+SHARED = "shared.txt"
+FILES[SHARED] = b"".join(b"line %d\n" % i for i in range(20))
 PER_OUTPUT = 5  # kills of one settle and its retries before a clean retry
 
 
@@ -150,10 +154,12 @@ def test_a_kill_inside_a_settles_git_is_finished_by_its_same_seq_retry(
             child = mgr.fork_isolated(
                 root.id, f"agent:try{n}", None, child_sandbox
             ).unwrap()
-            names = list(FILES)
+            names = [p for p in FILES if p != SHARED]
             for name in names[n % 7 :: 7]:
                 fx.write(where, name, b"child %d\n" % n)
             fx.write(where, f"new/{n}.txt", b"new %d\n" % n)
+            *lines, _ = (where / SHARED).read_bytes().splitlines(keepends=True)
+            fx.write(where, SHARED, b"".join(lines) + b"child %d\n" % n)
             out = mgr.seal(child.id).unwrap()
             theirs = fx.snapshot(where)
             expected = theirs
@@ -161,6 +167,13 @@ def test_a_kill_inside_a_settles_git_is_finished_by_its_same_seq_retry(
                 fx.write(home, names[(n % 7) + 1], b"root %d\n" % n)
                 changed = [*names[n % 7 :: 7], f"new/{n}.txt"]
                 expected = {**fx.snapshot(home), **{p: theirs[p] for p in changed}}
+                # ... and in the one shared file, on another line than the child's.
+                _, *rest = (home / SHARED).read_bytes().splitlines(keepends=True)
+                fx.write(home, SHARED, b"root %d\n" % n + b"".join(rest))
+                first, *_ = (home / SHARED).read_bytes().splitlines(keepends=True)
+                *_, last = theirs[SHARED][0].splitlines(keepends=True)
+                middle = (home / SHARED).read_bytes().splitlines(keepends=True)[1:-1]
+                expected[SHARED] = (first + b"".join(middle) + last, False)
             seq = 1000 + n
             finished = False
             for attempt in range(PER_OUTPUT):

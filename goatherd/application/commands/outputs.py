@@ -289,20 +289,23 @@ def _check_live(
     if verb is SettlementAction.SELECT:
         check_fast_forward(out.output_id, now, out.baseline.digest())
         return now
-    _, parent_files = sandbox.diff(out.baseline, 0)
-    overlap = apply_overlap(out.change_paths, parent_files)
-    if overlap:
-        raise ApplyConflictError(
-            overlap,
-            f"settle {out.output_id} (apply): parent changed since the baseline,"
-            " which the sealed output also changes",
-        )
     if not isinstance(sandbox, DeltaApplier):
         raise UnsupportedError(
             sandbox.backend(),
             "apply_delta",
             "parent sandbox does not implement DeltaApplier",
         )
+    try:
+        # A dry run of the three-way apply, before the claim (ADR 0083).
+        sandbox.check_delta(out.workspace, out.baseline)
+    except ApplyConflictError as conflict:
+        raise ApplyConflictError(
+            conflict.paths,
+            f"settle {out.output_id} (apply): parent changed since the baseline"
+            ", which the sealed output also changes",
+            hunks=conflict.hunks,
+            reasons=conflict.reasons,
+        ) from conflict
     return now
 
 

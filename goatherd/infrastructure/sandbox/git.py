@@ -6,7 +6,8 @@ Worktree mode creates a detached worktree on ``create`` and removes it on
 ``destroy``. Both capture content-addressed states (see ``gitstate``), apply
 them exactly (``reset --hard`` to the captured HEAD, ``clean -fd``, then the
 captured tree's paths), diff against the captured tree, and merge deltas
-three-way per path. With a containment backend (``with_exec(backend,
+three-way: per path, and line by line with ``git merge-file`` (ADR 0083).
+With a containment backend (``with_exec(backend,
 placement)``, the seed's ``git.WithExec``), ``exec`` runs commands confined:
 in the workspace itself (``ExecPlacement.PADDOCK``) or in a throwaway copy of
 its current state (``ExecPlacement.JAIL``). The backend self-registers as
@@ -22,13 +23,14 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from goatherd.application.errors import (
     ApplyConflictError,
+    ConflictHunk,
     GitError,
     SandboxConfigError,
     SandboxError,
@@ -49,9 +51,15 @@ from goatherd.application.ports import (
 )
 from goatherd.domain.workspace import WorkspaceState
 from goatherd.infrastructure.sandbox import gitcommit
-from goatherd.infrastructure.sandbox.gitrunner import GitRunner, nul_list, scratch_index
+from goatherd.infrastructure.sandbox.gitrunner import (
+    GitRunner,
+    RawChange,
+    nul_list,
+    scratch_index,
+)
 from goatherd.infrastructure.sandbox.gitstate import (
     GIT_BACKEND,
+    GitTreeState,
     capture_state,
     capture_tree,
     changes_between,
@@ -59,7 +67,13 @@ from goatherd.infrastructure.sandbox.gitstate import (
     materialize,
     resolve_state,
 )
-from goatherd.infrastructure.sandbox.merge import conflicting_paths
+from goatherd.infrastructure.sandbox.merge import (
+    CLASH,
+    Side,
+    conflicting_paths,
+    merge_lines,
+    merge_reason,
+)
 from goatherd.infrastructure.sandbox.paths import resolve_inside
 from goatherd.infrastructure.sandbox.registry import register_sandbox
 
@@ -395,25 +409,96 @@ class GitSandbox:
 
         ``base`` defaults to the HEAD the delta was captured on. Paths only
         the delta changed are written (the index is not touched, so staged
-        work survives); paths both sides changed identically are fine.
+        work survives); paths both sides changed identically are fine; a text
+        file both sides changed differently is merged line by line with
+        ``git merge-file`` and written merged (ADR 0083).
 
         Raises:
-            ApplyConflictError: listing the paths both sides changed
-                differently; the working tree is untouched.
+            ApplyConflictError: naming the paths, and the line hunks, git's
+                merge could not reconcile; the working tree is untouched.
         """
+        theirs, todo, merged = self._plan_delta(delta, base)
+        if not todo:
+            return
+        with self._lock:
+            materialize(self._git, merged or theirs.tree, todo)
+
+    def check_delta(
+        self, delta: WorkspaceState, base: WorkspaceState | None = None
+    ) -> None:
+        """Raise what :meth:`apply_delta` would raise, changing nothing."""
+        self._plan_delta(delta, base)
+
+    def _plan_delta(
+        self, delta: WorkspaceState, base: WorkspaceState | None
+    ) -> tuple[GitTreeState, list[RawChange], str]:
+        """Return the delta, the paths to write and the merged tree (or "")."""
         theirs = resolve_state(self._git, delta)
         base_tree = resolve_state(self._git, base).tree if base else theirs.head_tree
         ours = capture_tree(self._git)
         their_changes = changes_between(self._git, base_tree, theirs.tree)
         our_changes = changes_between(self._git, base_tree, ours.tree)
-        conflicts = conflicting_paths(their_changes, our_changes)
-        if conflicts:
-            raise ApplyConflictError(
-                conflicts, "the delta and the workspace both changed"
-            )
+        both = conflicting_paths(their_changes, our_changes)
         todo = [c for p, c in their_changes.items() if our_changes.get(p) != c]
-        with self._lock:
-            materialize(self._git, theirs.tree, todo)
+        if not both:
+            return theirs, todo, ""
+        reasons: dict[str, str] = {}
+        hunks: list[ConflictHunk] = []
+        written: dict[str, RawChange] = {}
+        for path in both:
+            mine, new = our_changes.get(path), their_changes.get(path)
+            if mine is None or new is None:
+                reasons[path] = CLASH
+                continue
+            reason = self._reason(mine, new)
+            if reason:
+                reasons[path] = reason
+                continue
+            result = merge_lines(
+                path, self._blob(new.old_sha), self._blob(mine.sha), self._blob(new.sha)
+            )
+            if result.hunks:
+                hunks += result.hunks
+                continue
+            sha = self._git.text("hash-object", "-w", "--no-filters", "--stdin",
+                                 stdin=result.data)  # fmt: skip
+            written[path] = RawChange(path, mine.mode, sha, new.old_mode, new.old_sha)
+        if reasons or hunks:
+            raise ApplyConflictError(
+                both, "the delta and the workspace both changed", hunks=hunks,
+                reasons=reasons,
+            )  # fmt: skip
+        return theirs, todo, self._merged_tree(theirs.tree, written.values())
+
+    def _reason(self, mine: RawChange, new: RawChange) -> str | None:
+        def side(mode: str, sha: str) -> Side | None:
+            if mode == "000000":
+                return None
+            data = self._blob(sha) if mode.startswith("100") else b""
+            return Side(int(mode, 8), data)
+
+        return merge_reason(
+            side(new.old_mode, new.old_sha),
+            side(mine.mode, mine.sha),
+            side(new.mode, new.sha),
+            clash=False,
+        )
+
+    def _blob(self, sha: str) -> bytes:
+        return self._git.run("cat-file", "blob", sha)
+
+    def _merged_tree(self, tree: str, merged: Iterable[RawChange]) -> str:
+        """Return ``tree`` with the merged paths' blobs in place."""
+        info = b"".join(
+            f"{c.mode} {c.sha}\t".encode() + c.path.encode("utf-8", "surrogateescape")
+            + b"\0"
+            for c in merged
+        )  # fmt: skip
+        with scratch_index(None) as scratch:
+            self._git.run("read-tree", tree, env=scratch.env)
+            self._git.run("update-index", "-z", "--index-info", env=scratch.env,
+                          stdin=info)  # fmt: skip
+            return self._git.text("write-tree", env=scratch.env)
 
     # ------------------------------------------------------------ exec
     def exec(self, request: ExecRequest) -> ExecResult:

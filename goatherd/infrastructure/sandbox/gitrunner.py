@@ -196,6 +196,24 @@ class GitRunner:
             GitError: on a nonzero exit or a timeout, with git's stderr.
             SandboxError: when the directory or the git binary is missing.
         """
+        return self.run_status(*args, env=env, stdin=stdin)[1]
+
+    def run_status(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        answers: range = range(0),
+    ) -> tuple[int, bytes]:
+        """Run ``git <args>``; return its exit status and raw stdout.
+
+        A status in ``answers`` is an answer (``merge-file`` counts its
+        conflicts in it), not a failure.
+
+        Raises:
+            GitError: on any other nonzero exit or a timeout, with git's stderr.
+            SandboxError: when the directory or the git binary is missing.
+        """
         pairs = list(SAFE_CONFIG)
         if _subcommand(args) not in _NO_CONTENT:
             pairs += self._filter_overrides()
@@ -215,11 +233,11 @@ class GitRunner:
                 raise GitError(
                     args, done.stderr.decode("utf-8", "replace"), done.returncode
                 )
-        if done.returncode != 0:
+        if done.returncode != 0 and done.returncode not in answers:
             raise GitError(
                 args, done.stderr.decode("utf-8", "replace"), done.returncode
             )
-        return done.stdout
+        return done.returncode, done.stdout
 
     def text(
         self,
@@ -276,12 +294,15 @@ class RawChange:
     """One entry of ``git diff-tree -r -z --raw``: the new side of a path.
 
     ``mode``/``sha`` are git's new mode and object id; a deletion has mode
-    ``000000``.
+    ``000000``. ``old_mode``/``old_sha`` are the old side (an addition has
+    mode ``000000``).
     """
 
     path: str
     mode: str
     sha: str
+    old_mode: str = "000000"
+    old_sha: str = ""
 
     @property
     def deleted(self) -> bool:
@@ -296,9 +317,9 @@ def parse_raw_changes(output: bytes) -> dict[str, RawChange]:
     for meta, raw_path in zip(fields[0::2], fields[1::2], strict=False):
         if not meta:
             continue
-        _, new_mode, _, new_sha, _ = meta.lstrip(b":").decode().split(" ")
+        old_mode, new_mode, old_sha, new_sha, _ = meta.lstrip(b":").decode().split(" ")
         path = raw_path.decode("utf-8", "surrogateescape")
-        changes[path] = RawChange(path, new_mode, new_sha)
+        changes[path] = RawChange(path, new_mode, new_sha, old_mode, old_sha)
     return changes
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from goatherd.application.errors import (
     ApplyConflictError,
+    ConflictHunk,
     InvalidWorkspaceStateError,
     SandboxConfigError,
     SandboxError,
@@ -32,9 +33,20 @@ from goatherd.application.ports import (
     truncate_diff,
 )
 from goatherd.domain.workspace import WorkspaceState
+from goatherd.infrastructure.sandbox.merge import (
+    CLASH,
+    Side,
+    merge_lines,
+    merge_reason,
+)
 from goatherd.infrastructure.sandbox.paths import clean_relative
 from goatherd.infrastructure.sandbox.registry import register_sandbox
-from goatherd.infrastructure.sandbox.textdiff import FileEntry, render_diff, three_way
+from goatherd.infrastructure.sandbox.textdiff import (
+    FileEntry,
+    clashing_paths,
+    render_diff,
+    three_way,
+)
 
 __all__ = [
     "MEMORY_BACKEND",
@@ -209,20 +221,51 @@ class MemorySandbox:
         self, delta: WorkspaceState, base: WorkspaceState | None = None
     ) -> None:
         with self._lock:
-            current = self._live()
-            head, theirs_tree = self._resolve(delta)
-            base_tree = (
-                self._resolve(base)[1] if base else self.repository.commit_tree(head)
+            self._files = self._plan_delta(delta, base)
+
+    def check_delta(
+        self, delta: WorkspaceState, base: WorkspaceState | None = None
+    ) -> None:
+        with self._lock:
+            self._plan_delta(delta, base)
+
+    def _plan_delta(
+        self, delta: WorkspaceState, base: WorkspaceState | None
+    ) -> dict[str, FileEntry]:
+        """Return the merged files; the same rule as the git backend (ADR 0083)."""
+        current = self._live()
+        head, theirs_tree = self._resolve(delta)
+        base_tree = (
+            self._resolve(base)[1] if base else self.repository.commit_tree(head)
+        )
+        assert base_tree is not None  # _resolve checked the head commit exists
+        was, new = self._tree_files(base_tree), self._tree_files(theirs_tree)
+        merged, conflicts = three_way(was, current, new)
+        if not conflicts:
+            return merged
+        reasons: dict[str, str] = {}
+        hunks: list[ConflictHunk] = []
+        for path in conflicts:
+            sides = [_side(files.get(path)) for files in (was, current, new)]
+            clash = _is_dir(path, current) or _is_dir(path, new)
+            reason = merge_reason(*sides, clash=clash)
+            if reason:
+                reasons[path] = reason
+                continue
+            result = merge_lines(path, *(side.data for side in sides if side))
+            hunks += result.hunks
+            merged[path] = FileEntry(result.data, current[path].mode)
+        if not reasons and not hunks:
+            reasons = dict.fromkeys(clashing_paths(merged), CLASH)
+            conflicts = sorted({*conflicts, *reasons})
+        if reasons or hunks:
+            raise ApplyConflictError(
+                conflicts,
+                "the delta and the workspace both changed",
+                hunks=hunks,
+                reasons=reasons,
             )
-            assert base_tree is not None  # _resolve checked the head commit exists
-            merged, conflicts = three_way(
-                self._tree_files(base_tree), current, self._tree_files(theirs_tree)
-            )
-            if conflicts:
-                raise ApplyConflictError(
-                    conflicts, "the delta and the workspace both changed"
-                )
-            self._files = merged
+        return merged
 
     def commit(self) -> str:
         """Commit the working files on the head (a test helper); return the id."""
@@ -339,3 +382,11 @@ def _open_memory(config: object) -> MemorySandbox:
 
 
 register_sandbox(MEMORY_BACKEND, _open_memory)
+
+
+def _side(entry: FileEntry | None) -> Side | None:
+    return None if entry is None else Side(entry.mode, entry.data)
+
+
+def _is_dir(path: str, files: Mapping[str, FileEntry]) -> bool:
+    return any(p.startswith(path + "/") for p in files)

@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["FileEntry", "render_diff", "three_way"]
+__all__ = ["FileEntry", "clashing_paths", "render_diff", "three_way"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ def render_diff(
     return ("\n".join(lines) + "\n" if lines else ""), paths
 
 
-def _clashing(files: Mapping[str, FileEntry]) -> list[str]:
+def clashing_paths(files: Mapping[str, FileEntry]) -> list[str]:
     """Return paths that are also a directory prefix of another path."""
     prefixes = {
         p.rsplit("/", depth)[0] for p in files for depth in range(1, p.count("/") + 1)
@@ -97,5 +97,5 @@ def three_way(
         else:
             merged[path] = new
     if not conflicts:
-        conflicts = _clashing(merged)
+        conflicts = clashing_paths(merged)
     return merged, sorted(conflicts)

@@ -370,6 +370,7 @@ def test_an_overlapping_apply_names_the_paths_both_sides_changed(store):
     assert str(conflict) == (
         f"apply conflict: settle {out.id} (apply): parent changed since the"
         " baseline, which the sealed output also changes: b.txt"
+        " (added on both sides with different content)"
     )
     assert events(store, out.id, OutputClaimed) == []
 
