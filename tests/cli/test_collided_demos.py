@@ -2,9 +2,9 @@
 
 The second ``goatherd demo`` starts while the first is mid-session: it
 resumes the session the trace records and runs a round of its own, and the
-first settles its winner meanwhile; the second's winner no longer applies,
-so it leaves active attempts and unconsumed outputs behind (issue 16).
-Everything after that runs as a user would, through ``goatherd`` commands.
+first settles its winner meanwhile. Whatever the collision leaves open
+(active attempts, unconsumed outputs) is ended as a user would, through
+``goatherd`` commands, and the trace verifies.
 """
 
 from __future__ import annotations
@@ -77,28 +77,30 @@ def _collide(
     return (*_strays(env), said)
 
 
-def test_the_leftovers_of_two_collided_demos_are_cleaned_from_the_shell(
-    tmp_path: Path,
-) -> None:
-    children: list[str] = []
-    outputs: list[str] = []
-    said: list[str] = []
-    # The runs must overlap in the right phase; about two in three do here.
-    for attempt, delay in enumerate(DELAYS):
-        directory = tmp_path / f"demo-{attempt}"
-        env = {**os.environ, "GOATHERD_DB": str(directory / "trace.sqlite")}
-        children, outputs, what = _collide(directory, env, delay)
-        said.append(what)
-        if children and outputs:
-            break
-    assert children, f"no collision left a stray scope: {said}"
-    assert outputs, f"no collision left an unconsumed output: {said}"
+def _clean(env: dict[str, str]) -> None:
+    outputs = _strays(env)[1]
     for output in outputs:
         done = _goatherd("settle", output, "discard", env=env)
         assert done.returncode == 0, done.stderr
     for scope in _strays(env)[0]:
         done = _goatherd("discard", scope, env=env)
         assert done.returncode == 0, done.stderr
-    assert _strays(env) == ([], [])
+
+
+@pytest.mark.parametrize("delay", DELAYS[:3])
+def test_two_collided_demos_leave_a_trace_the_shell_can_finish(
+    tmp_path: Path, delay: float
+) -> None:
+    # Whether the second session's winner still applies depends on the phase
+    # the collision hits: both winners write the same fix, which a three-way
+    # apply accepts (ADR 0083), so often nothing is left; when the phase
+    # leaves attempts or outputs open, the shell ends each exactly once.
+    directory = tmp_path / "demo"
+    env = {**os.environ, "GOATHERD_DB": str(directory / "trace.sqlite")}
+    said = _collide(directory, env, delay)[2]
+    if not (directory / "trace.sqlite").exists():
+        pytest.skip(f"both demos stopped before a trace: {said}")
+    _clean(env)
+    assert _strays(env) == ([], []), said
     verified = _goatherd("verify", env=env)
     assert verified.returncode == 0, verified.stderr

@@ -8,7 +8,8 @@ output's paths.
 Settle decides against the trace, not against one process's memory:
 
 - ``released`` and ``discarded`` end the output (discard also discards the
-  child and destroys its owned sandbox) in one append guarded by the
+  child unless it was discarded or halted already, and destroys its owned
+  sandbox) in one append guarded by the
   output's, the child's and the parent's heads.
 - ``selected`` and ``applied`` change the parent's workspace, so they first
   append ``run_output.claimed`` on the output's path AND on the path of the
@@ -59,6 +60,7 @@ from goatherd.domain import (
     RuntimeRuleError,
     ScopeAggregate,
     ScopeNotFoundError,
+    ScopeState,
     SettleEffectLandedError,
     SettlementAction,
     TraceStoreError,
@@ -217,7 +219,9 @@ def _end(
         current.check_settleable()
         kid = ctx.model.scope(child.owner)
         decision = Decision()
-        if verb is SettlementAction.DISCARD:
+        # A scope discarded (or halted) already has nothing left to end: the
+        # discard only consumes its output.
+        if verb is SettlementAction.DISCARD and kid.state is not ScopeState.DISCARDED:
             parent_owner = parent_of(kid)
             parent = ctx.model.scope(parent_owner)
             decision = decision.place(parent.discard(kid), parent_owner, kid.owner)

@@ -135,6 +135,29 @@ def test_discard_records_the_discard_on_parent_and_child_only(store):
         assert settled.parent_owner is None
 
 
+@pytest.mark.parametrize("end", ["discard", "halt"])
+def test_the_output_of_a_scope_ended_already_is_discarded_alone(store, end):
+    # A collided demo (or a supervisor) can end the scope before anyone ends
+    # its output: discarding the output then consumes it, once, and records
+    # no second discard of the scope.
+    main = main_sandbox()
+    mgr = scope_manager_for(store)
+    root = mgr.create("root", main).unwrap()
+    out, _ = fork_and_seal(mgr, root.id, main, "try", "b.txt")
+    child = out.scope_id
+    if end == "discard":
+        assert mgr.discard(child) == Success(None)
+    else:
+        mgr.halt(child).unwrap()
+    before = len(events(store, "try", ScopeDiscarded))
+    assert mgr.settle(out.id, "discarded") == Success(None)
+    assert len(events(store, "try", ScopeDiscarded)) == before
+    (settled,) = events(store, out.id, OutputSettled)
+    assert settled.action is SettlementAction.DISCARD
+    again = mgr.settle(out.id, "discarded")
+    assert isinstance(again, Failure)
+
+
 def test_release_leaves_the_child_active_and_the_parent_untouched(store):
     main = main_sandbox()
     mgr = scope_manager_for(store)
