@@ -19,7 +19,7 @@ from pathlib import Path
 
 import goatherd
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
-from goatherd.infrastructure.portability import export_trace
+from goatherd.infrastructure.portability.jsonl import export_trace
 from goatherd.infrastructure.store import SQLiteTraceStore
 
 CTX = goatherd.TRUSTED_APPEND_CONTEXT

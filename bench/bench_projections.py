@@ -40,7 +40,7 @@ from goatherd import (
 from goatherd.infrastructure import (
     memory_index_engine,
 )
-from goatherd.infrastructure.projection_views import SqlUiIndexView
+from goatherd.infrastructure.projections.views import SqlUiIndexView
 from goatherd.projections import (
     ALL_SCHEMAS,
     UiIndexProjection,

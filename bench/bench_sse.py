@@ -46,7 +46,7 @@ from goatherd.domain import (
 )
 from goatherd.domain.effects import EffectEvent
 from goatherd.infrastructure import open_runtime
-from goatherd.infrastructure.bus import EffectBus
+from goatherd.infrastructure.bus.effect_bus import EffectBus
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 from goatherd.infrastructure.traceui import TraceUiServer
 

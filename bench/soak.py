@@ -69,10 +69,10 @@ from goatherd.domain import (
     ScopeForked,
 )
 from goatherd.domain.effects import EffectEvent
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import runtime_context_for
-from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.projection_runner import (
+from goatherd.infrastructure.bus.effect_bus import EffectBus
+from goatherd.infrastructure.projections.runner import (
     ProjectionRunner,
     builtin_projections,
 )

@@ -31,7 +31,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
 
 from goatherd.domain import LogEntry
-from goatherd.infrastructure.projection_runner import LogSource, ProjectionRunner
+from goatherd.infrastructure.projections.runner import LogSource, ProjectionRunner
 from goatherd.projections import Projection
 
 __all__ = [

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from goatherd.cli.output import emit_json
-from goatherd.infrastructure.demo import (
+from goatherd.demo import (
     DemoOptions,
     default_demo_dir,
     render_summary,

@@ -276,7 +276,7 @@ def resolve_record(store: SqlAlchemyTraceStore, text: str) -> str:
         AmbiguousIdError: several records start so (exit 2).
         UnknownIdError: none does (exit 1).
     """
-    from goatherd.infrastructure.inspection import matching_ids
+    from goatherd.infrastructure.audit.inspection import matching_ids
 
     typed = text.strip()
     bare = typed.removeprefix(RECORD_PREFIX).lower()
@@ -320,7 +320,7 @@ def resolve_owner(
         AmbiguousIdError: several match (exit 2).
         UnknownIdError: none does (exit 1).
     """
-    from goatherd.infrastructure.inspection import matching_ids
+    from goatherd.infrastructure.audit.inspection import matching_ids
 
     typed = text.strip()
     limit = MAX_CANDIDATES + 1
@@ -362,7 +362,7 @@ def resolve_cut(store: SqlAlchemyTraceStore, text: str) -> str:
     Raises:
         AmbiguousIdError: several cut ids start so (exit 2).
     """
-    from goatherd.infrastructure.inspection import matching_ids
+    from goatherd.infrastructure.audit.inspection import matching_ids
 
     typed = text.strip()
     found = matching_ids(store, "cut", typed, MAX_CANDIDATES + 1) if typed else []
@@ -385,7 +385,7 @@ def log_owner(store: SqlAlchemyTraceStore, text: str | None) -> str | None:
     that names exactly one owner path are translated; anything else is used
     as typed.
     """
-    from goatherd.infrastructure.inspection import matching_ids
+    from goatherd.infrastructure.audit.inspection import matching_ids
 
     if text is None:
         return None

@@ -19,8 +19,8 @@ from goatherd.cli.text import clean, clean_lines, json_safe, one_line
 if TYPE_CHECKING:
     from goatherd.domain.log import LogEntry
     from goatherd.domain.records import Record
-    from goatherd.infrastructure.inspection import TraceStats
-    from goatherd.infrastructure.integrity import IntegrityReport
+    from goatherd.infrastructure.audit.inspection import TraceStats
+    from goatherd.infrastructure.audit.verify import IntegrityReport
     from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
 __all__ = ["cmd_log", "cmd_show", "cmd_stats", "cmd_verify"]
@@ -153,7 +153,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one record in full, or where a goatherd git commit came from."""
     from goatherd.cli.ids import UnknownIdError, resolve_record
-    from goatherd.infrastructure.inspection import record_details
+    from goatherd.infrastructure.audit.inspection import record_details
 
     if getattr(args, "repo", None) is not None:
         return _show_commit(args, Path(args.repo))
@@ -294,7 +294,7 @@ def stats_lines(stats: TraceStats) -> list[str]:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print what the trace holds."""
-    from goatherd.infrastructure.inspection import trace_stats
+    from goatherd.infrastructure.audit.inspection import trace_stats
 
     with open_read_only(args.db) as store:
         stats = trace_stats(store)
@@ -308,7 +308,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute and cross-check everything; exit 1 naming the first bad row."""
-    from goatherd.infrastructure.integrity import verify_trace
+    from goatherd.infrastructure.audit.verify import verify_trace
 
     bar = ProgressBar()
     with open_read_only(args.db) as store:

@@ -9,8 +9,8 @@ from typing import IO
 from goatherd.cli.common import open_read_only
 from goatherd.cli.output import ProgressBar
 from goatherd.cli.text import clean, redact_url
-from goatherd.infrastructure.portability import export_trace
-from goatherd.infrastructure.trace_import import (
+from goatherd.infrastructure.portability.jsonl import export_trace
+from goatherd.infrastructure.portability.trace_import import (
     ImportSummary,
     import_trace_to,
     read_export_lines,

@@ -18,8 +18,8 @@ from goatherd.cli.common import open_read_only, open_writable
 from goatherd.cli.exits import EXIT_ADDRESS_IN_USE, CommandError
 from goatherd.cli.output import ProgressBar, emit_json
 from goatherd.cli.text import clean, redact_url
-from goatherd.infrastructure.bus import EffectBus
-from goatherd.infrastructure.projection_runner import (
+from goatherd.infrastructure.bus.effect_bus import EffectBus
+from goatherd.infrastructure.projections.runner import (
     ProjectionRunner,
     builtin_projections,
 )

@@ -1,6 +1,9 @@
 """Adapters: the SQLAlchemy trace store, the effect bus, sandboxes, the trace UI.
 
-``bootstrap.py`` is the only composition root. Each name below is imported
+One subpackage per concept (``store``, ``blobs``, ``bus``, ``audit``,
+``portability``, ``projections``, ``sandbox``, ``substrates``,
+``eventstore``, ``traceui``); ``bootstrap.py`` is the only composition root
+and the only module at this level. Each name below is imported
 from its module on first use (module ``__getattr__``), so a program that needs
 only the store (``goatherd stats``, ``verify``, ``log``) loads no web
 framework, sandbox or application layer. ``tests/architecture/test_facade.py``
@@ -13,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from goatherd.infrastructure.blobs import (
+    from goatherd.infrastructure.blobs.store import (
         SqlBlobStore,
         blob_tables,
     )
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
         runtime_model_for,
         scope_manager_for,
     )
-    from goatherd.infrastructure.bus import (
+    from goatherd.infrastructure.bus.effect_bus import (
         DEFAULT_BUS_BUFFER_SIZE,
         EffectBus,
         Subscription,
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
         KernelTrackingRecorder,
         stored_state,
     )
-    from goatherd.infrastructure.projection_runner import (
+    from goatherd.infrastructure.projections.runner import (
         DEFAULT_PROJECTION_BATCH,
         LogSource,
         ProjectionRunner,
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
         rebuild_projection,
         tracking_table,
     )
-    from goatherd.infrastructure.projection_views import (
+    from goatherd.infrastructure.projections.views import (
         SqlRowView,
         SqlRuntimeStateView,
         SqlUiIndexView,
@@ -143,12 +146,12 @@ if TYPE_CHECKING:
     )
 
 SUBMODULES = (
-    "blobs",
+    "blobs.store",
     "bootstrap",
-    "bus",
+    "bus.effect_bus",
     "eventstore",
-    "projection_runner",
-    "projection_views",
+    "projections.runner",
+    "projections.views",
     "sandbox",
     "store",
     "substrates",
@@ -156,8 +159,8 @@ SUBMODULES = (
 )
 
 _LAZY: dict[str, str] = {
-    "SqlBlobStore": "blobs",
-    "blob_tables": "blobs",
+    "SqlBlobStore": "blobs.store",
+    "blob_tables": "blobs.store",
     "EffectTap": "bootstrap",
     "Runtime": "bootstrap",
     "new_scope": "bootstrap",
@@ -165,10 +168,10 @@ _LAZY: dict[str, str] = {
     "runtime_context_for": "bootstrap",
     "runtime_model_for": "bootstrap",
     "scope_manager_for": "bootstrap",
-    "DEFAULT_BUS_BUFFER_SIZE": "bus",
-    "EffectBus": "bus",
-    "Subscription": "bus",
-    "SubscriptionClosedError": "bus",
+    "DEFAULT_BUS_BUFFER_SIZE": "bus.effect_bus",
+    "EffectBus": "bus.effect_bus",
+    "Subscription": "bus.effect_bus",
+    "SubscriptionClosedError": "bus.effect_bus",
     "KernelAggregateRecorder": "eventstore",
     "KernelInfrastructureFactory": "eventstore",
     "KernelRecorder": "eventstore",
@@ -176,22 +179,22 @@ _LAZY: dict[str, str] = {
     "OPAQUE_KIND_LABEL": "eventstore",
     "TRACE_URL_VARIABLE": "eventstore",
     "stored_state": "eventstore",
-    "DEFAULT_PROJECTION_BATCH": "projection_runner",
-    "LogSource": "projection_runner",
-    "ProjectionRunner": "projection_runner",
-    "ProjectionStatus": "projection_runner",
-    "UnknownProjectionError": "projection_runner",
-    "builtin_projections": "projection_runner",
-    "list_projections": "projection_runner",
-    "rebuild_projection": "projection_runner",
-    "tracking_table": "projection_runner",
-    "SqlRowView": "projection_views",
-    "SqlRuntimeStateView": "projection_views",
-    "SqlUiIndexView": "projection_views",
-    "record_key": "projection_views",
-    "row_view_factory": "projection_views",
-    "runtime_state_view_factory": "projection_views",
-    "ui_index_table": "projection_views",
+    "DEFAULT_PROJECTION_BATCH": "projections.runner",
+    "LogSource": "projections.runner",
+    "ProjectionRunner": "projections.runner",
+    "ProjectionStatus": "projections.runner",
+    "UnknownProjectionError": "projections.runner",
+    "builtin_projections": "projections.runner",
+    "list_projections": "projections.runner",
+    "rebuild_projection": "projections.runner",
+    "tracking_table": "projections.runner",
+    "SqlRowView": "projections.views",
+    "SqlRuntimeStateView": "projections.views",
+    "SqlUiIndexView": "projections.views",
+    "record_key": "projections.views",
+    "row_view_factory": "projections.views",
+    "runtime_state_view_factory": "projections.views",
+    "ui_index_table": "projections.views",
     "CONTAINMENT_BACKENDS": "sandbox",
     "DEFAULT_EXEC_TIMEOUT_SECONDS": "sandbox",
     "ExecPlacement": "sandbox",
@@ -378,8 +381,11 @@ __all__ = [
 ]
 
 
+_PACKAGES = frozenset(module.split(".")[0] for module in SUBMODULES)
+
+
 def __getattr__(name: str) -> object:
-    if name in SUBMODULES:
+    if name in SUBMODULES or name in _PACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
@@ -390,4 +396,4 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, *SUBMODULES})
+    return sorted({*globals(), *_LAZY, *SUBMODULES, *_PACKAGES})

@@ -41,7 +41,7 @@ from goatherd.application import (
     recover_scopes,
 )
 from goatherd.domain.effects import EffectEvent
-from goatherd.infrastructure.blobs import SqlBlobStore
+from goatherd.infrastructure.blobs.store import SqlBlobStore
 from goatherd.infrastructure.store import (
     EffectPublisher,
     SqlAlchemyTraceStore,
@@ -50,7 +50,7 @@ from goatherd.infrastructure.store import (
 )
 
 if TYPE_CHECKING:
-    from goatherd.infrastructure.bus import EffectBus
+    from goatherd.infrastructure.bus.effect_bus import EffectBus
 
 __all__ = [
     "EffectTap",
@@ -271,7 +271,7 @@ def open_runtime(
         store = open_trace_store_read_only(db_url_or_path)
         return Runtime(store, None)
     store = open_trace_store(db_url_or_path)
-    from goatherd.infrastructure.bus import EffectBus
+    from goatherd.infrastructure.bus.effect_bus import EffectBus
 
     effect_bus = EffectBus() if bus else None
     publisher: EffectPublisher | None = effect_bus

@@ -63,7 +63,7 @@ NO_WORKSPACE = (
     "goatherd.application.best_of_n",
     "goatherd.application.materialize",
     "goatherd.application.tasks",
-    "goatherd.infrastructure.bus",
+    "goatherd.infrastructure.bus.effect_bus",
     "goatherd.infrastructure.sandbox",
     "goatherd.infrastructure.traceui",
     "goatherd.integrations",
@@ -77,7 +77,7 @@ ROWS_ONLY = (
     "goatherd.application",
     "goatherd.domain.events",
     "goatherd.infrastructure.bootstrap",
-    "goatherd.infrastructure.integrity",
+    "goatherd.infrastructure.audit.verify",
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from goatherd.cli.output import ProgressBar
-from goatherd.infrastructure.projection_runner import rebuild_projection
+from goatherd.infrastructure.projections.runner import rebuild_projection
 from goatherd.infrastructure.store import SQLiteTraceStore
 
 

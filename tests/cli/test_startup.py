@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 from goatherd.cli import defaults
-from goatherd.infrastructure.demo import default_demo_dir
-from goatherd.infrastructure.trace_import import DEFAULT_MAX_LINE_BYTES
+from goatherd.demo import default_demo_dir
+from goatherd.infrastructure.portability.trace_import import (
+    DEFAULT_MAX_LINE_BYTES,
+)
 from goatherd.infrastructure.traceui import DEFAULT_ADDR
 from tests.cli.conftest import build_trace
 

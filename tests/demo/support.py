@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from goatherd.domain import OutputSettled
-from goatherd.infrastructure.demo.project import (
+from goatherd.demo.project import (
     FIXED_MEDIAN,
     PROJECT_MODULE,
     changed_paths,
     run_tests,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.domain import OutputSettled
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import open_trace_store_read_only
 
 DEMO_TIMEOUT = 120

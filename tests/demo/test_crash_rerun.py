@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from goatherd.demo.state import COMPLETED_SCHEMA, ROUND_SCHEMA
 from goatherd.domain import (
     CheckpointClaimed,
     OutputClaimed,
     OutputSettled,
 )
-from goatherd.infrastructure.demo.state import COMPLETED_SCHEMA, ROUND_SCHEMA
 from goatherd.infrastructure.store import open_trace_store_read_only
 from tests.demo.support import (
     assert_final_state,

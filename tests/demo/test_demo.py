@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 
 from goatherd.cli import main
-from goatherd.domain import (
-    CheckpointCreated,
-    CheckpointRestored,
-    SupervisorDecided,
-)
-from goatherd.infrastructure.demo import (
+from goatherd.demo import (
     DemoError,
     DemoOptions,
     render_summary,
     run_demo,
     summary_json,
 )
-from goatherd.infrastructure.demo.state import COMPLETED_SCHEMA
+from goatherd.demo.state import COMPLETED_SCHEMA
+from goatherd.domain import (
+    CheckpointCreated,
+    CheckpointRestored,
+    SupervisorDecided,
+)
 from tests.demo.support import (
     assert_final_state,
     count_schema,

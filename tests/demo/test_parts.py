@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from goatherd.application import MERGE_PROPOSED_SCHEMA_REF
-from goatherd.domain import DECLARATION, InterventionType
-from goatherd.infrastructure.demo.agents import AGENTS, StepKind, agent_named
-from goatherd.infrastructure.demo.layout import DemoLayout
-from goatherd.infrastructure.demo.project import (
+from goatherd.demo.agents import AGENTS, StepKind, agent_named
+from goatherd.demo.layout import DemoLayout
+from goatherd.demo.project import (
     BROKEN_MEDIAN,
     FIXED_MEDIAN,
     PROJECT_MODULE,
@@ -19,7 +18,8 @@ from goatherd.infrastructure.demo.project import (
     create_project,
     run_tests,
 )
-from goatherd.infrastructure.demo.rules import blocked_scope_may_not_merge
+from goatherd.demo.rules import blocked_scope_may_not_merge
+from goatherd.domain import DECLARATION, InterventionType
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ import pytest
 from returns.result import Failure, Success
 
 from goatherd.application import GitError, SandboxSpec
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.infrastructure.sandbox import gitfixtures as fx

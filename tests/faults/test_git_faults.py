@@ -21,8 +21,8 @@ from goatherd.domain import (
     OutputState,
     SnapshotReleasedError,
 )
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import (
     GitSandbox,
     new_local_git_sandbox,

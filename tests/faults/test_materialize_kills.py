@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.sandbox.landlock import landlock_abi
 from goatherd.infrastructure.store import open_trace_store
 

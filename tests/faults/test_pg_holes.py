@@ -37,8 +37,8 @@ from goatherd.domain import (
     RecordDraft,
     StoreUnavailableError,
 )
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import export_trace, import_trace
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import export_trace, import_trace
 from goatherd.infrastructure.store import (
     SQLiteTraceStore,
     open_trace_store,

@@ -28,8 +28,8 @@ from returns.result import Failure, Success
 from goatherd.application import GitError, SandboxSpec
 from goatherd.cli import main as cli_main
 from goatherd.domain import OutputSettled, OutputState, SettleEffectLandedError
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import new_worktree_sandbox
 from goatherd.infrastructure.sandbox.gitrunner import GitRunner
 from goatherd.infrastructure.sandbox.gitstate import locate

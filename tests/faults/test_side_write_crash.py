@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from goatherd.domain import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.workspace import WorkspaceState
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import ledgers, open_trace_store, sealing
 from tests.infrastructure.store.helpers import batch, draft
 

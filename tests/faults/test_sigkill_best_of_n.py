@@ -44,8 +44,8 @@ from goatherd.application import (
     recover_scopes,
 )
 from goatherd.domain import OutputState, ScopeState
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import runtime_context_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.faults import session

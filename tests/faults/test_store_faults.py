@@ -37,8 +37,8 @@ from goatherd.domain import (
     RecordDraft,
     StoreUnavailableError,
 )
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,

@@ -25,7 +25,7 @@ from goatherd.domain import (
     RetainedContextDraft,
 )
 from goatherd.domain.records import WITNESS_OWNER
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.fuzz.strategies import any_text, hostile_values, json_objects
 from tests.fuzz.tables import table_rows

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import (
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import (
     ImportRejectedError,
     export_trace,
     import_trace,

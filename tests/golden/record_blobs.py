@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from goatherd.infrastructure.blobs import SqlBlobStore
+from goatherd.infrastructure.blobs.store import SqlBlobStore
 from goatherd.infrastructure.store import SQLiteTraceStore
 from tests.golden.sessions import _manager, session
 from tests.golden.traces import HERE, load, named_digests

@@ -17,8 +17,8 @@ from returns.result import Failure
 from goatherd.application import RecoverOptions, ScopeManager, recover_scopes
 from goatherd.domain import CheckpointNotRestorableError
 from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
-from goatherd.infrastructure.projection_runner import ProjectionRunner
-from goatherd.infrastructure.projection_views import runtime_state_view_factory
+from goatherd.infrastructure.projections.runner import ProjectionRunner
+from goatherd.infrastructure.projections.views import runtime_state_view_factory
 from goatherd.infrastructure.store import SQLiteTraceStore
 from goatherd.projections import RuntimeStateProjection, listed_scopes
 from tests.golden.traces import fixtures, load, replay
@@ -143,8 +143,8 @@ def test_a_fixture_s_bytes_are_what_its_session_puts_and_it_verifies(tmp_path):
     """
     import base64
 
-    from goatherd.infrastructure.blobs import SqlBlobStore
-    from goatherd.infrastructure.integrity import verify_trace
+    from goatherd.infrastructure.audit.verify import verify_trace
+    from goatherd.infrastructure.blobs.store import SqlBlobStore
     from tests.golden.record_blobs import blobs_of
     from tests.golden.traces import HERE, named_digests
 

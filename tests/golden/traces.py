@@ -32,7 +32,7 @@ from goatherd.domain import (
     AppendGroup,
     RecordDraft,
 )
-from goatherd.infrastructure.blobs import SqlBlobStore
+from goatherd.infrastructure.blobs.store import SqlBlobStore
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 from goatherd.infrastructure.store.schema import checkpoint_snapshots
 

@@ -21,7 +21,7 @@ from goatherd.domain import (
     UnknownFactError,
 )
 from goatherd.domain.effects import EffectEvent
-from goatherd.infrastructure.bus import (
+from goatherd.infrastructure.bus.effect_bus import (
     DEFAULT_BUS_BUFFER_SIZE,
     EffectBus,
     Subscription,

@@ -20,14 +20,14 @@ from goatherd.domain import (
     RecordDraft,
 )
 from goatherd.infrastructure import EffectBus
-from goatherd.infrastructure.projection_runner import (
+from goatherd.infrastructure.projections.runner import (
     ProjectionRunner,
     UnknownProjectionError,
     builtin_projections,
     list_projections,
     rebuild_projection,
 )
-from goatherd.infrastructure.projection_views import SqlRowView, row_view_factory
+from goatherd.infrastructure.projections.views import SqlRowView, row_view_factory
 from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from goatherd.projections import ALL_SCHEMAS, Projection, RowView, on
 

@@ -31,8 +31,8 @@ from goatherd.domain import (
     RecordDraft,
     ScopeCreated,
 )
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,

@@ -23,8 +23,8 @@ from goatherd.domain import (
 )
 from goatherd.domain.settlement import SettlementAction
 from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
-from goatherd.infrastructure.projection_runner import ProjectionRunner
-from goatherd.infrastructure.projection_views import runtime_state_view_factory
+from goatherd.infrastructure.projections.runner import ProjectionRunner
+from goatherd.infrastructure.projections.views import runtime_state_view_factory
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import SQLiteTraceStore
 from goatherd.projections import RuntimeStateProjection

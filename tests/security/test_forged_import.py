@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import (
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import (
     ImportRejectedError,
     export_trace,
     import_trace,
 )
+from goatherd.infrastructure.portability.trace_import import read_export_lines
 from goatherd.infrastructure.store import SQLiteTraceStore
-from goatherd.infrastructure.trace_import import read_export_lines
 from tests.cli.conftest import build_trace
 from tests.fuzz.tables import table_rows
 from tests.security.tamper_trace import Ids, build

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import ImportRejectedError, import_trace
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import ImportRejectedError, import_trace
 from goatherd.infrastructure.store import SQLiteTraceStore
 from goatherd.infrastructure.store.codec import redacted_body_json
 from tests.security.test_redacted_export import (

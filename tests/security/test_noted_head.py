@@ -20,8 +20,8 @@ import pytest
 from goatherd.cli import main
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import (
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import (
     ImportRejectedError,
     export_trace,
     import_trace,

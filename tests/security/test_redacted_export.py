@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import (
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import (
     ImportRejectedError,
     export_trace,
     import_trace,

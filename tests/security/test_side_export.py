@@ -22,8 +22,8 @@ import pytest
 from goatherd.domain.canonical import canonical_json_text
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.workspace import WorkspaceState
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import (
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import (
     ImportRejectedError,
     export_trace,
     import_trace,

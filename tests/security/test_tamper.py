@@ -33,8 +33,8 @@ import goatherd
 from goatherd.cli import main
 from goatherd.domain.errors import NotATraceStoreError
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
-from goatherd.infrastructure.blobs import blob_tables
-from goatherd.infrastructure.integrity import IntegrityReport, verify_trace
+from goatherd.infrastructure.audit.verify import IntegrityReport, verify_trace
+from goatherd.infrastructure.blobs.store import blob_tables
 from goatherd.infrastructure.store import (
     SQLiteTraceStore,
     open_trace_store,

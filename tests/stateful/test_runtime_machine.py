@@ -51,8 +51,8 @@ from goatherd.domain import (
     SnapshotReleasedError,
 )
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.projection_runner import ProjectionRunner
-from goatherd.infrastructure.projection_views import (
+from goatherd.infrastructure.projections.runner import ProjectionRunner
+from goatherd.infrastructure.projections.views import (
     SqlUiIndexView,
     runtime_state_view_factory,
 )

@@ -35,7 +35,7 @@ from goatherd.infrastructure.eventstore.recorder import (
     KernelAggregateRecorder,
     KernelRecorder,
 )
-from goatherd.infrastructure.projection_runner import tracking_table
+from goatherd.infrastructure.projections.runner import tracking_table
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 
 __all__ = [

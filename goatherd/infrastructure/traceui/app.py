@@ -56,9 +56,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goatherd.domain.effects import EffectEvent
 from goatherd.domain.store import TraceStore
-from goatherd.infrastructure.bus import EffectBus, Subscription
-from goatherd.infrastructure.projection_runner import ProjectionRunner
-from goatherd.infrastructure.projection_views import (
+from goatherd.infrastructure.bus.effect_bus import EffectBus, Subscription
+from goatherd.infrastructure.projections.runner import ProjectionRunner
+from goatherd.infrastructure.projections.views import (
     SqlRuntimeStateView,
     SqlUiIndexView,
     runtime_state_view_factory,

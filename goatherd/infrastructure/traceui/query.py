@@ -27,7 +27,7 @@ from goatherd.domain.contexts import TRUSTED_READ_CONTEXT
 from goatherd.domain.errors import GoatherdError
 from goatherd.domain.records import WITNESS_OWNER, ModeFilter, Record
 from goatherd.domain.store import TraceStore
-from goatherd.infrastructure.projection_views import record_key, ui_index_table
+from goatherd.infrastructure.projections.views import record_key, ui_index_table
 from goatherd.projections import ui_record_object
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any, Final
 import uvicorn
 
 from goatherd.domain.store import TraceStore
-from goatherd.infrastructure.bus import EffectBus
+from goatherd.infrastructure.bus.effect_bus import EffectBus
 from goatherd.infrastructure.traceui.app import (
     LOOPBACK_HOSTS,
     close_event_streams,

@@ -34,7 +34,7 @@ from goatherd.domain import (
     Record,
     materialization_request_digest,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.sandbox import MemorySandbox
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,

@@ -32,8 +32,8 @@ from goatherd.domain import (
     RecordDraft,
     SnapshotReleasedError,
 )
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 from tests.integration.runtime.support import fresh_postgres_database

@@ -31,8 +31,8 @@ from goatherd.domain import (
     RecordDraft,
     WorkspaceState,
 )
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox.memory import MemorySandbox, MemorySandboxConfig
 from goatherd.infrastructure.store import open_trace_store, plan
 from tests.infrastructure.backends import DURABLE_BACKENDS, backend_url

@@ -34,7 +34,7 @@ from goatherd.domain import (
     stuck_detection_rule,
 )
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.bus import EffectBus
+from goatherd.infrastructure.bus.effect_bus import EffectBus
 from goatherd.infrastructure.store import SQLiteTraceStore
 
 OWNER = "agent:main"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import goatherd
-from goatherd.infrastructure.blobs import SqlBlobStore
+from goatherd.infrastructure.blobs.store import SqlBlobStore
 from goatherd.infrastructure.store import SQLiteTraceStore
 
 WORKERS = 8

@@ -24,7 +24,7 @@ from goatherd.domain import (
     UnknownFactError,
     root_witness_record_id,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 from tests.infrastructure.store.helpers import EVERYTHING, batch, counts, draft, dump
 

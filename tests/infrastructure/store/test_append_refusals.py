@@ -42,8 +42,8 @@ from goatherd.errors import (
     TraceStoreError,
     UnheldBlobError,
 )
-from goatherd.infrastructure.blobs import SqlBlobStore
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.blobs.store import SqlBlobStore
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 from tests.infrastructure.backends import (  # noqa: F401 (fixtures)
     open_store,
@@ -346,7 +346,7 @@ def test_a_replayed_intent_returns_its_receipt_after_the_release(
 
 _PUT = """
 import sys
-from goatherd.infrastructure.blobs import SqlBlobStore
+from goatherd.infrastructure.blobs.store import SqlBlobStore
 from goatherd.infrastructure.store import open_trace_store
 with open_trace_store(sys.argv[1]) as store:
     SqlBlobStore(store).put(sys.argv[2], sys.argv[3].encode())

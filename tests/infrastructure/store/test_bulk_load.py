@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 
 from goatherd import TRUSTED_APPEND_CONTEXT
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import export_trace, import_trace
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import export_trace, import_trace
 from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from tests.infrastructure.store.helpers import batch, draft
 

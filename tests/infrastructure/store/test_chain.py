@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import delete, select, text, update
 
 from goatherd import TRUSTED_APPEND_CONTEXT, AppendBatch, AppendGroup, CutSpec
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     SQLiteTraceStore,

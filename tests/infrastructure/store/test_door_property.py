@@ -46,8 +46,8 @@ from goatherd.domain.records import (
     REDACTION_SCHEMA_REF,
     WITNESS_OWNER,
 )
-from goatherd.infrastructure.blobs import SqlBlobStore
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.blobs.store import SqlBlobStore
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     SQLiteTraceStore,

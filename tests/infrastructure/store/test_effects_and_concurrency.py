@@ -15,7 +15,7 @@ from goatherd.domain import (
     AppendIntentConflictError,
     BatchShapeError,
 )
-from goatherd.infrastructure.bus import EffectBus
+from goatherd.infrastructure.bus.effect_bus import EffectBus
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 from tests.infrastructure.store.helpers import batch, draft
 

@@ -24,7 +24,7 @@ from goatherd.domain import (
     TraceStoreError,
     UnknownFactError,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 from goatherd.infrastructure.store.codec import (
     decode_receipt,

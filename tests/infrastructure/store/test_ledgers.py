@@ -13,7 +13,7 @@ from goatherd.domain import (
     CheckpointBlob,
     CheckpointBlobTooLargeError,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import (
     DEFAULT_CHECKPOINT_BLOB_LIMIT,
     SqlAlchemyTraceStore,

@@ -24,7 +24,7 @@ from goatherd.domain import (
     TRUSTED_READ_CONTEXT,
     NotATraceStoreError,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import (
     SQLiteTraceStore,
     open_trace_store,

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import (
     Redaction,
     SqlAlchemyTraceStore,

@@ -25,8 +25,8 @@ from goatherd.domain import (
     RecordDraft,
 )
 from goatherd.domain.canonical import canonical_json_text
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.portability import (
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.portability.jsonl import (
     ImportRejectedError,
     export_trace,
     import_trace,

@@ -18,7 +18,7 @@ import pytest
 
 from goatherd.domain.contexts import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.records import AppendBatch, AppendGroup, RecordDraft
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import open_trace_store, writer
 from tests.infrastructure.backends import _postgres_url
 

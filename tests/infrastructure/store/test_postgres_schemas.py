@@ -105,7 +105,7 @@ def test_a_new_trace_has_the_postgres_indexes_and_verify_counts_them_as_ours(
     for a new trace and reopening keeps them, and ``verify`` does not name them
     as planted.
     """
-    from goatherd.infrastructure.integrity import verify_trace
+    from goatherd.infrastructure.audit.verify import verify_trace
 
     trace, _ = two_traces
     for _ in range(2):  # creating, then reopening (install_postgres_functions)

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from goatherd import TRUSTED_APPEND_CONTEXT, TRUSTED_READ_CONTEXT
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import (
     SQLiteTraceStore,
     open_trace_store,

@@ -35,9 +35,9 @@ from goatherd.domain.records import (
     Record,
     RecordDraft,
 )
-from goatherd.infrastructure.integrity import verify_trace
-from goatherd.infrastructure.projection_runner import ProjectionRunner
-from goatherd.infrastructure.projection_views import SqlUiIndexView
+from goatherd.infrastructure.audit.verify import verify_trace
+from goatherd.infrastructure.projections.runner import ProjectionRunner
+from goatherd.infrastructure.projections.views import SqlUiIndexView
 from goatherd.infrastructure.store import (
     Redaction,
     SqlAlchemyTraceStore,

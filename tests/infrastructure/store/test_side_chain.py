@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from goatherd.domain import TRUSTED_APPEND_CONTEXT
 from goatherd.domain.errors import AppendIntentConflictError
 from goatherd.domain.workspace import WorkspaceState
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import (
     SqlAlchemyTraceStore,
     SQLiteTraceStore,

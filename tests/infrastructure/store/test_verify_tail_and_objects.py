@@ -23,7 +23,7 @@ from goatherd.domain import (
     AppendGroup,
     RecordDraft,
 )
-from goatherd.infrastructure.integrity import IntegrityReport, verify_trace
+from goatherd.infrastructure.audit.verify import IntegrityReport, verify_trace
 from goatherd.infrastructure.store import open_trace_store, open_trace_store_read_only
 from goatherd.infrastructure.store.chain import meta_value
 

@@ -24,8 +24,8 @@ from goatherd.domain import (
     ScopeState,
     ScopeStateError,
 )
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import runtime_context_for
-from goatherd.infrastructure.integrity import verify_trace
 from tests.integration.runtime.racer import resolver
 from tests.integration.runtime.test_claim_race import (
     ACTOR,

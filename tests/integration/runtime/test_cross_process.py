@@ -28,8 +28,8 @@ from goatherd.domain import (
     OutputSettled,
     OutputState,
 )
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from tests.integration.runtime.racer import resolver
 from tests.integration.runtime.support import (

@@ -19,8 +19,8 @@ from returns.result import Success
 
 from goatherd.application import RecoverOptions, recover_scopes
 from goatherd.domain import CheckpointState, ScopeCreated, ScopeState
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.bootstrap import runtime_context_for, scope_manager_for
-from goatherd.infrastructure.integrity import verify_trace
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 from goatherd.infrastructure.store import SQLiteTraceStore, open_trace_store
 from tests.integration.runtime.support import make_repo

@@ -26,7 +26,7 @@ from goatherd.domain import (
     ScopeClaimedError,
     TraceStoreError,
 )
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from tests.integration.runtime.test_claim_race import (
     ACTOR,
     ROOT,

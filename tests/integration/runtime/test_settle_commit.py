@@ -23,7 +23,7 @@ from returns.result import Failure, Success
 from goatherd.application import RetainedOutput, ScopeManager, SettleCommitError
 from goatherd.application.ports import SandboxSpec
 from goatherd.domain import OutputCommitted, OutputState
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.sandbox import MemorySandbox, MemorySandboxConfig
 from tests.integration.runtime.support import git, make_repo, root_sandbox, worktree
 from tests.integration.runtime.test_claim_race import (

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from goatherd.domain.records import REDACTION_SCHEMA_REF, Record
-from goatherd.infrastructure.integrity import verify_trace
+from goatherd.infrastructure.audit.verify import verify_trace
 from goatherd.infrastructure.store import SqlAlchemyTraceStore, open_trace_store
 from goatherd.integrations.langgraph import (
     SCHEMA_CHECKPOINT,

@@ -8,7 +8,7 @@ each intent's receipt recomputed from its entries, each new context id
 recomputed and matched against the witnesses of the records placed with it,
 the frontier index against its records, ledger receipts, and each
 checkpoint blob against the ``checkpoint.created`` record that vouches for it
-(the shared rules live in :mod:`goatherd.infrastructure.integrity_rules`), and
+(the shared rules live in :mod:`goatherd.infrastructure.audit.rules`), and
 each ledger and checkpoint row against the last ``side`` line that wrote its
 key (ADR 0064). Intent and side lines are numbered in line order as the
 chain's commits, so the copy ends at the export's head. A file without side
@@ -45,14 +45,21 @@ from goatherd.domain.canonical import ABI_VERSION
 from goatherd.domain.errors import DomainError, GoatherdError
 from goatherd.domain.events.checkpoint import CheckpointCreated
 from goatherd.domain.workspace import WorkspaceState
-from goatherd.infrastructure.blobs import blob_tables
-from goatherd.infrastructure.integrity_checks import BLOB_CLOCK_SLACK, parse_timestamp
-from goatherd.infrastructure.integrity_rules import (
+from goatherd.infrastructure.audit.checks import BLOB_CLOCK_SLACK, parse_timestamp
+from goatherd.infrastructure.audit.rules import (
     BlobAddresses,
     LedgerRefs,
     blob_problems,
     is_hex_digest,
     ledger_refs,
+)
+from goatherd.infrastructure.blobs.store import blob_tables
+from goatherd.infrastructure.portability.import_intent import (
+    IntentProver,
+    Lookup,
+)
+from goatherd.infrastructure.portability.import_intent import (
+    text_field as _text,
 )
 from goatherd.infrastructure.store import postgres as pg
 from goatherd.infrastructure.store.chain import (
@@ -88,13 +95,6 @@ from goatherd.infrastructure.store.side import (
     ledger_row_digest,
 )
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
-from goatherd.infrastructure.trace_import_intent import (
-    IntentProver,
-    Lookup,
-)
-from goatherd.infrastructure.trace_import_intent import (
-    text_field as _text,
-)
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",

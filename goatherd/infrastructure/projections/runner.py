@@ -43,8 +43,8 @@ from sqlalchemy import (
 
 from goatherd.domain.errors import GoatherdError
 from goatherd.domain.log import LogEntry
-from goatherd.infrastructure.bus import EffectBus, SubscriptionClosedError
-from goatherd.infrastructure.projection_views import (
+from goatherd.infrastructure.bus.effect_bus import EffectBus, SubscriptionClosedError
+from goatherd.infrastructure.projections.views import (
     SqlUiIndexView,
     runtime_state_view_factory,
 )

@@ -32,9 +32,9 @@ from goatherd.domain.records import (
     REDACTION_SCHEMA_REF,
     WITNESS_OWNER,
 )
-from goatherd.infrastructure.integrity_checks import parse_timestamp
-from goatherd.infrastructure.integrity_rows import CONTEXT_REF_NAMES
-from goatherd.infrastructure.integrity_rules import (
+from goatherd.infrastructure.audit.checks import parse_timestamp
+from goatherd.infrastructure.audit.rows import CONTEXT_REF_NAMES
+from goatherd.infrastructure.audit.rules import (
     LoggedEntry,
     context_problems,
     is_hex_digest,

@@ -2,7 +2,7 @@
 
 :class:`Verifier` indexes the well-formed rows once and runs each check in a
 fixed order, reporting through ``report(check, detail, record_id)``. The
-module docstring of :mod:`goatherd.infrastructure.integrity` lists the checks.
+module docstring of :mod:`goatherd.infrastructure.audit.verify` lists the checks.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from goatherd.domain.records import (
     REDACTION_SCHEMA_REF,
     WITNESS_OWNER,
 )
-from goatherd.infrastructure.integrity_rows import (
+from goatherd.infrastructure.audit.rows import (
     BlobRow,
     ContentRow,
     ContextRow,
@@ -38,7 +38,7 @@ from goatherd.infrastructure.integrity_rows import (
     SideRow,
     StoredRows,
 )
-from goatherd.infrastructure.integrity_rules import (
+from goatherd.infrastructure.audit.rules import (
     BlobAddresses,
     LedgerRefs,
     LoggedEntry,

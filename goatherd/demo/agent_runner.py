@@ -25,6 +25,8 @@ from typing import Final, Protocol, TypeVar
 from returns.result import Failure, Result
 
 from goatherd.application import Checkpoint, Scope
+from goatherd.demo.agents import TASK, Agent, Step, StepKind
+from goatherd.demo.project import run_tests
 from goatherd.domain import (
     BASH_SCHEMA_REF,
     DECLARATION,
@@ -34,8 +36,6 @@ from goatherd.domain import (
     SupervisedEvent,
     canonical_json_bytes,
 )
-from goatherd.infrastructure.demo.agents import TASK, Agent, Step, StepKind
-from goatherd.infrastructure.demo.project import run_tests
 from goatherd.infrastructure.sandbox.paths import resolve_inside
 
 __all__ = [

@@ -41,7 +41,7 @@ and column and the check that covers it):
   link, when it commits);
 * **objects**: every trigger, rule and view in the trace's database, and
   every index on a goatherd table that goatherd does not create
-  (``integrity_objects.py``).
+  (``objects.py``).
 
 The checks only read. Problems come in a deterministic order: well-formedness
 first, then each check in the order above.
@@ -53,9 +53,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from goatherd.domain.errors import GoatherdError
-from goatherd.infrastructure.integrity_checks import Verifier
-from goatherd.infrastructure.integrity_objects import check_objects
-from goatherd.infrastructure.integrity_rows import load_rows
+from goatherd.infrastructure.audit.checks import Verifier
+from goatherd.infrastructure.audit.objects import check_objects
+from goatherd.infrastructure.audit.rows import load_rows
 from goatherd.infrastructure.store.chain import TraceHead, parse_head
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
 

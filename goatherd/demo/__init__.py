@@ -7,13 +7,13 @@ the trace, ``resume`` finishes what a crash interrupted, ``layout`` owns the
 directory, ``session`` runs it all and ``summary`` renders the result. See ADR 0022.
 """
 
-from goatherd.infrastructure.demo.layout import (
+from goatherd.demo.layout import (
     DemoError,
     DemoLayout,
     default_demo_dir,
 )
-from goatherd.infrastructure.demo.session import DemoOptions, DemoRun, run_demo
-from goatherd.infrastructure.demo.summary import render_summary, summary_json
+from goatherd.demo.session import DemoOptions, DemoRun, run_demo
+from goatherd.demo.summary import render_summary, summary_json
 
 __all__ = [
     "DemoError",

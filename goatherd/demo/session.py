@@ -30,20 +30,17 @@ from goatherd.application import (
     Supervisor,
     best_of_n,
 )
-from goatherd.domain import GoatherdError, ScopeState
-from goatherd.domain.effects import EffectEvent
-from goatherd.infrastructure.bootstrap import Runtime, open_runtime
-from goatherd.infrastructure.demo.agent_runner import run_agent
-from goatherd.infrastructure.demo.agents import AGENTS, agent_named
-from goatherd.infrastructure.demo.layout import (
+from goatherd.demo.agent_runner import run_agent
+from goatherd.demo.agents import AGENTS, agent_named
+from goatherd.demo.layout import (
     DemoError,
     DemoLayout,
     prepare_directory,
 )
-from goatherd.infrastructure.demo.project import changed_paths
-from goatherd.infrastructure.demo.resume import finish_interrupted
-from goatherd.infrastructure.demo.rules import demo_supervisor
-from goatherd.infrastructure.demo.state import (
+from goatherd.demo.project import changed_paths
+from goatherd.demo.resume import finish_interrupted
+from goatherd.demo.rules import demo_supervisor
+from goatherd.demo.state import (
     COMPLETED_SCHEMA,
     ROOT_OWNER,
     ROUND_SCHEMA,
@@ -52,7 +49,10 @@ from goatherd.infrastructure.demo.state import (
     read_session,
     tests_verdict,
 )
-from goatherd.infrastructure.inspection import TraceStats, trace_stats
+from goatherd.domain import GoatherdError, ScopeState
+from goatherd.domain.effects import EffectEvent
+from goatherd.infrastructure.audit.inspection import TraceStats, trace_stats
+from goatherd.infrastructure.bootstrap import Runtime, open_runtime
 from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
 
 __all__ = ["DemoOptions", "DemoRun", "run_demo"]

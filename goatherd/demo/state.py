@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from goatherd.application import RuntimeModel
+from goatherd.demo.agent_runner import TOOL_SCHEMAS
+from goatherd.demo.agents import StepKind
+from goatherd.demo.rules import blocked_calls
 from goatherd.domain import (
     CheckpointRestored,
     MergeProposed,
@@ -29,9 +32,6 @@ from goatherd.domain import (
     SupervisorDecided,
     decode_fact,
 )
-from goatherd.infrastructure.demo.agent_runner import TOOL_SCHEMAS
-from goatherd.infrastructure.demo.agents import StepKind
-from goatherd.infrastructure.demo.rules import blocked_calls
 from goatherd.infrastructure.store import SqlAlchemyTraceStore
 
 __all__ = [

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from goatherd.infrastructure.demo.project import (
+from goatherd.demo.project import (
     BROKEN_MEDIAN,
     FIXED_MEDIAN,
     PROJECT_MODULE,

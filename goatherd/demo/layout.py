@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from goatherd.demo.project import create_project
+from goatherd.demo.state import ROOT_OWNER
 from goatherd.domain import GoatherdError
-from goatherd.infrastructure.demo.project import create_project
-from goatherd.infrastructure.demo.state import ROOT_OWNER
 
 __all__ = ["DemoError", "DemoLayout", "default_demo_dir", "prepare_directory"]
 

@@ -33,7 +33,13 @@ from typing import IO, Any, Final
 from sqlalchemy import Connection, func, inspect, select
 
 from goatherd.domain.canonical import ABI_VERSION, canonical_json_text
-from goatherd.infrastructure.blobs import blob_tables
+from goatherd.infrastructure.blobs.store import blob_tables
+from goatherd.infrastructure.portability.trace_import import (
+    EXPORT_FORMAT,
+    ImportRejectedError,
+    ImportSummary,
+    import_trace,
+)
 from goatherd.infrastructure.store.codec import redacted_by
 from goatherd.infrastructure.store.schema import (
     SCHEMA_VERSION,
@@ -47,12 +53,6 @@ from goatherd.infrastructure.store.schema import (
     side_writes,
 )
 from goatherd.infrastructure.store.store import SqlAlchemyTraceStore
-from goatherd.infrastructure.trace_import import (
-    EXPORT_FORMAT,
-    ImportRejectedError,
-    ImportSummary,
-    import_trace,
-)
 
 __all__ = [
     "EXPORT_FORMAT",

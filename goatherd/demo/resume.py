@@ -31,6 +31,12 @@ from goatherd.application import (
     ScopeManager,
     run_record_payload,
 )
+from goatherd.demo.state import (
+    ROOT_OWNER,
+    AttemptView,
+    OutputView,
+    SessionState,
+)
 from goatherd.domain import (
     GoatherdError,
     MergeProposal,
@@ -38,12 +44,6 @@ from goatherd.domain import (
     ScopeClaimedError,
     ScopeState,
     SettlementAction,
-)
-from goatherd.infrastructure.demo.state import (
-    ROOT_OWNER,
-    AttemptView,
-    OutputView,
-    SessionState,
 )
 
 __all__ = ["CUT_OFF_REASON", "NOT_CHOSEN_REASON", "finish_interrupted"]

@@ -24,8 +24,8 @@ from typing import Final
 
 from sqlalchemy import Connection, text
 
-from goatherd.infrastructure.blobs import blob_tables
-from goatherd.infrastructure.projection_runner import tracking_table
+from goatherd.infrastructure.blobs.store import blob_tables
+from goatherd.infrastructure.projections.runner import tracking_table
 from goatherd.infrastructure.store import postgres
 from goatherd.infrastructure.store.schema import TRACE_TABLES
 

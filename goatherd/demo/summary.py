@@ -11,9 +11,9 @@ import shlex
 from collections.abc import Mapping
 from typing import Final
 
-from goatherd.infrastructure.demo.resume import CUT_OFF_REASON
-from goatherd.infrastructure.demo.session import DemoRun
-from goatherd.infrastructure.demo.state import ROOT_OWNER, AttemptView
+from goatherd.demo.resume import CUT_OFF_REASON
+from goatherd.demo.session import DemoRun
+from goatherd.demo.state import ROOT_OWNER, AttemptView
 
 __all__ = ["attempt_outcome", "render_summary", "summary_json", "traceui_command"]
 

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Table, inspect
 
 from goatherd.domain.canonical import canonical_json_text
 from goatherd.domain.errors import DomainError
-from goatherd.infrastructure.blobs import blob_tables
+from goatherd.infrastructure.blobs.store import blob_tables
 from goatherd.infrastructure.store.codec import redacted_by, storage_json
 from goatherd.infrastructure.store.schema import (
     TRACE_TABLES,

@@ -1,0 +1,47 @@
+"""ARCHITECTURE.md's map matches the tree: no package missing, none invented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _mapped() -> set[str]:
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    table = text.split("## The map", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([\w/]+)` \|", table, flags=re.MULTILINE))
+
+
+def _packages() -> set[str]:
+    return {
+        str(init.parent.relative_to(ROOT))
+        for init in (ROOT / "goatherd").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+
+
+def test_every_package_has_a_line_in_the_map() -> None:
+    assert sorted(_packages() - _mapped()) == []
+
+
+def test_every_package_the_map_names_exists() -> None:
+    assert sorted(_mapped() - _packages()) == []
+
+
+def test_every_file_the_settle_walk_names_exists() -> None:
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    walk = text.split("## How a `settle` travels", 1)[1]
+    named = set(re.findall(r"`(goatherd/[\w/]+(?:\.py)?)`", walk))
+    assert named, "the walk names no file"
+    assert sorted(n for n in named if not (ROOT / n).exists()) == []
+
+
+def test_no_loose_module_beside_the_composition_root() -> None:
+    loose = sorted(
+        p.name
+        for p in (ROOT / "goatherd" / "infrastructure").glob("*.py")
+        if p.name not in {"__init__.py", "bootstrap.py"}
+    )
+    assert loose == []
