@@ -93,3 +93,28 @@ def lazy_exports(
         return sorted({*namespace, *names, *modules})
 
     return getattr_, dir_
+
+
+def named_homes(
+    package: str, namespace: dict[str, Any], homes: Mapping[str, str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """Return ``__getattr__`` and ``__dir__`` for a package with a literal ``__all__``.
+
+    The plain form of :func:`lazy_exports`, for packages that list their
+    names themselves (so mypy can follow them): each name in ``homes`` is
+    read from its module (a relative dotted name) the first time it is
+    asked for, and cached in ``namespace``.
+    """
+
+    def getattr_(name: str) -> object:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{home}"), name)
+        namespace[name] = value
+        return value
+
+    def dir_() -> list[str]:
+        return sorted({*namespace, *homes})
+
+    return getattr_, dir_

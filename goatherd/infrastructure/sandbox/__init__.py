@@ -13,8 +13,9 @@ launcher's ``launch`` package) are imported directly where needed.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Final
+
+from goatherd.domain._lazy import named_homes
 
 if TYPE_CHECKING:
     from goatherd.infrastructure.sandbox.containment import *
@@ -89,14 +90,4 @@ _HOMES: Final = {
 }
 
 
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = named_homes(__name__, globals(), _HOMES)
