@@ -18,7 +18,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from goatherd.application import SandboxSpec
@@ -293,14 +293,19 @@ class TestTextHelpers:
     @settings(max_examples=200)
     def test_no_spelling_of_a_password_survives(self, password: str, key: str) -> None:
         # A password is never shown, whatever it holds (spaces, "/", newlines).
+        # A password the frame around it spells anyway ("psycop", "host:5")
+        # proves nothing: the frame is what a neutral password leaves.
         url = f"postgresql+psycopg://user:{password}@host:5432/db"
+        frame = one_line(f"cannot connect to {url.replace(password, 'NEUTRAL')}")
+        assume(password.strip() not in frame)
         assert password not in redact_url(url)
         assert password.strip() not in one_line(f"cannot connect to {url}")
         token = password.replace(" ", "").replace("&", "").replace("#", "")
         token = "".join(c for c in token if not c.isspace() and c not in ";,)'\"")
         if len(token) >= 6:
             query = f"postgresql://u@h/db?{key}={token}&sslmode=require"
-            assert token not in redact_url(query)
+            if token not in redact_url(query.replace(token, "NEUTRAL")):
+                assert token not in redact_url(query)
 
     @pytest.mark.parametrize(
         "text",
