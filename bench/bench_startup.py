@@ -241,6 +241,8 @@ def _mcp_start(fixture: Fixture, trace: Path, source: Path) -> Sample:
         "--worktrees",
         str(fixture.root / "mcp-worktrees"),
     ]
+    # What a server that did not answer said (closed in the finally below).
+    said = tempfile.TemporaryFile()  # noqa: SIM115
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -248,7 +250,7 @@ def _mcp_start(fixture: Fixture, trace: Path, source: Path) -> Sample:
         env=_env(source),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=said,
     )
     assert proc.stdin is not None
     assert proc.stdout is not None
@@ -258,9 +260,15 @@ def _mcp_start(fixture: Fixture, trace: Path, source: Path) -> Sample:
         line = proc.stdout.readline()
         wall = time.perf_counter() - start
         cpu = _process_cpu(proc.pid)
-        answer = json.loads(line)
+        answer = json.loads(line) if line.strip() else {}
         if answer.get("id") != 1 or "result" not in answer:
-            raise RuntimeError(f"goatherd mcp answered {line[:200]!r}")
+            proc.wait(timeout=30)
+            said.seek(0)
+            stderr = said.read().decode("utf-8", "replace")[-2000:]
+            raise RuntimeError(
+                f"goatherd mcp answered {line[:200]!r} (exit {proc.returncode},"
+                f" stderr: {stderr!r})"
+            )
     finally:
         proc.stdin.close()
         try:
@@ -268,6 +276,7 @@ def _mcp_start(fixture: Fixture, trace: Path, source: Path) -> Sample:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        said.close()
     return Sample(wall, cpu)
 
 
