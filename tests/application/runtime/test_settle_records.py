@@ -158,6 +158,29 @@ def test_the_output_of_a_scope_ended_already_is_discarded_alone(store, end):
     assert isinstance(again, Failure)
 
 
+def test_two_managers_discarding_a_halted_scopes_output_consume_it_once(tmp_path):
+    # Each manager on its own connection folds the trace itself, as another
+    # process would: the halt from one and the discards from both end the
+    # output exactly once, whichever folds first.
+    with (
+        SQLiteTraceStore(tmp_path / "trace.db") as one,
+        SQLiteTraceStore(tmp_path / "trace.db") as two,
+    ):
+        main = main_sandbox()
+        first = scope_manager_for(one)
+        root = first.create("root", main).unwrap()
+        out, _ = fork_and_seal(first, root.id, main, "try", "b.txt")
+        second = scope_manager_for(two)
+        second.halt(out.scope_id).unwrap()
+        answers = [
+            first.settle(out.id, "discarded"),
+            second.settle(out.id, "discarded"),
+        ]
+        assert [isinstance(a, Success) for a in answers] == [True, False]
+        (settled,) = events(one, out.id, OutputSettled)
+        assert settled.action is SettlementAction.DISCARD
+
+
 def test_release_leaves_the_child_active_and_the_parent_untouched(store):
     main = main_sandbox()
     mgr = scope_manager_for(store)
