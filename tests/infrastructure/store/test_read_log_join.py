@@ -16,8 +16,8 @@ from goatherd.domain import (
 )
 from goatherd.infrastructure.store import SQLiteTraceStore
 from goatherd.infrastructure.store.codec import decode_body, decode_envelope
+from goatherd.infrastructure.store.queries import _LOG_COLUMNS
 from goatherd.infrastructure.store.schema import path_entries, records
-from goatherd.infrastructure.store.store import _LOG_COLUMNS
 
 
 def _fill(store: SQLiteTraceStore) -> None:
