@@ -36,7 +36,7 @@ from goatherd.domain import (
     SupervisedEvent,
     canonical_json_bytes,
 )
-from goatherd.infrastructure.sandbox.paths import resolve_inside
+from goatherd.infrastructure import resolve_inside
 
 __all__ = [
     "AGENT_RESTORED_SCHEMA",

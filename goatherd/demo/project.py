@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from goatherd.infrastructure.sandbox.gitrunner import GitRunner
+from goatherd.infrastructure import GitRunner
 
 __all__ = [
     "BROKEN_MEDIAN",

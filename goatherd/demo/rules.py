@@ -14,9 +14,9 @@ from typing import Final
 from goatherd.application import (
     MERGE_PROPOSED_KIND_LABEL,
     MERGE_PROPOSED_SCHEMA_REF,
+    ScopeManager,
     Supervisor,
 )
-from goatherd.application.manager import ScopeManager
 from goatherd.domain import (
     DECLARATION,
     Intervention,
@@ -28,7 +28,7 @@ from goatherd.domain import (
     destructive_tool_guard,
     scope_id_for_owner,
 )
-from goatherd.infrastructure.store import SqlAlchemyTraceStore
+from goatherd.infrastructure import SqlAlchemyTraceStore
 
 __all__ = [
     "BLOCKED_MERGE_RULE",

@@ -21,6 +21,7 @@ from typing import Final, TypeVar
 
 from returns.result import Failure, Result
 
+from goatherd import best_of_n
 from goatherd.application import (
     RetainedOutput,
     Sandbox,
@@ -28,7 +29,6 @@ from goatherd.application import (
     Scope,
     ScopeManager,
     Supervisor,
-    best_of_n,
 )
 from goatherd.demo.agent_runner import run_agent
 from goatherd.demo.agents import AGENTS, agent_named
@@ -49,11 +49,15 @@ from goatherd.demo.state import (
     read_session,
     tests_verdict,
 )
-from goatherd.domain import GoatherdError, ScopeState
-from goatherd.domain.effects import EffectEvent
-from goatherd.infrastructure.audit.inspection import TraceStats, trace_stats
-from goatherd.infrastructure.bootstrap import Runtime, open_runtime
-from goatherd.infrastructure.sandbox import new_local_git_sandbox, new_worktree_sandbox
+from goatherd.domain import EffectEvent, GoatherdError, ScopeState
+from goatherd.infrastructure import (
+    Runtime,
+    TraceStats,
+    new_local_git_sandbox,
+    new_worktree_sandbox,
+    open_runtime,
+    trace_stats,
+)
 
 __all__ = ["DemoOptions", "DemoRun", "run_demo"]
 

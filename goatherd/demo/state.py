@@ -32,7 +32,7 @@ from goatherd.domain import (
     SupervisorDecided,
     decode_fact,
 )
-from goatherd.infrastructure.store import SqlAlchemyTraceStore
+from goatherd.infrastructure import SqlAlchemyTraceStore
 
 __all__ = [
     "AttemptView",

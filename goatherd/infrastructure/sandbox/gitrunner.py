@@ -40,16 +40,10 @@ from typing import Final
 from goatherd.application.errors import GitError, SandboxError
 from goatherd.infrastructure.sandbox.gitlocks import guard as lock_guard
 
-__all__ = [
-    "GIT_TIMEOUT_SECONDS",
-    "GitRunner",
-    "RawChange",
-    "SAFE_CONFIG",
-    "Scratch",
-    "nul_list",
-    "parse_raw_changes",
-    "scratch_index",
-]
+# The public surface (re-exported by the sandbox package); ``RawChange``,
+# ``Scratch``, ``nul_list``, ``parse_raw_changes`` and ``scratch_index`` are
+# helpers the git backend's modules import by name.
+__all__ = ["GIT_TIMEOUT_SECONDS", "GitRunner", "SAFE_CONFIG"]
 
 GIT_TIMEOUT_SECONDS: Final = 30.0
 # Command-scope configuration every call gets (ADR 0067): each key that can

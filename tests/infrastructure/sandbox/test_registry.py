@@ -63,7 +63,16 @@ def test_the_sandbox_package_re_exports_exactly_its_backend_modules_names() -> N
 
     import goatherd.infrastructure.sandbox as package
 
-    modules = ["containment", "git", "landlock", "memory", "registry", "winacl"]
+    modules = [
+        "containment",
+        "git",
+        "gitrunner",
+        "landlock",
+        "memory",
+        "paths",
+        "registry",
+        "winacl",
+    ]
     names = [
         name
         for module in modules
