@@ -19,14 +19,14 @@ working:
 
 Either way the records and the aggregates are the same, so a scope made one
 way is visible to the other, to recovery and to any other process on the
-trace (ADR 0057).
+trace (ADR 0057). :class:`RetainedOutput` lives in ``output_handle`` and is
+re-exported here.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 from typing import Any, TypeAlias
 
 from returns.result import Result, safe
@@ -34,11 +34,6 @@ from returns.result import Result, safe
 from goatherd.application.commands import checkpoints as cp_cmd
 from goatherd.application.commands import outputs, scopes, workspace
 from goatherd.application.commands.context import RuntimeContext
-from goatherd.application.commands.settle_commit import (
-    CommitRequest,
-    commit_request,
-    recorded_commit,
-)
 from goatherd.application.errors import SandboxOwnershipError
 from goatherd.application.failures import (
     CHECKPOINT_FAILURES,
@@ -48,7 +43,6 @@ from goatherd.application.failures import (
     LIFECYCLE_FAILURES,
     RESTORE_FAILURES,
     SEAL_FAILURES,
-    SETTLE_FAILURES,
     WORKSPACE_FAILURES,
     CheckpointFailure,
     FactFailure,
@@ -57,20 +51,16 @@ from goatherd.application.failures import (
     LifecycleFailure,
     RestoreFailure,
     SealFailure,
-    SettleFailure,
     WorkspaceFailure,
 )
-from goatherd.application.ports import Sandbox, truncate_diff
+from goatherd.application.output_handle import RetainedOutput
+from goatherd.application.ports import Sandbox
 from goatherd.application.runtime import Checkpoint, RuntimeTrace
 from goatherd.domain import (
-    OutputState,
-    RetainedOutputAggregate,
     ScopeAggregate,
     ScopeExistsError,
     ScopeState,
-    SettlementAction,
     WorkspaceState,
-    owner_of_output,
     scope_id_for,
 )
 
@@ -514,122 +504,3 @@ def _ownership_message(scope: ScopeAggregate, owns: bool) -> str:
         "so, so a restart could not know to destroy it); pass owns=False, or "
         "give a child a sandbox it owns with fork_isolated"
     )
-
-
-class RetainedOutput:
-    """A sealed result, settle-able exactly once (a handle reading the trace).
-
-    Identity and lifecycle (``id``, ``scope_id``, ``state``, ``action``,
-    ``claimed_by``) are properties; what was sealed (``workspace()``,
-    ``baseline()``, ``changes()``, ``diff()``) and when (``sealed_at()``,
-    ``settled_at()``) are methods, as the seed has them: they read records
-    and the blob store, and ``diff`` takes a bound.
-    """
-
-    def __init__(self, context: RuntimeContext, output_id: str) -> None:
-        """Bind the handle (``seal`` or ``ScopeManager.output`` make one)."""
-        self._ctx = context
-        self._id = output_id
-
-    def __repr__(self) -> str:
-        """Show the id and state."""
-        return f"RetainedOutput({self._id!r}, state={self.state.value!r})"
-
-    def __eq__(self, other: object) -> bool:
-        """Handles on the same output are equal."""
-        return isinstance(other, RetainedOutput) and other._id == self._id
-
-    def __hash__(self) -> int:
-        """Hash by id."""
-        return hash(self._id)
-
-    def _value(self) -> RetainedOutputAggregate:
-        self._ctx.model.refresh()
-        return self._ctx.model.output(self._id)
-
-    @property
-    def id(self) -> str:
-        """``out:<owner>:<seq>``."""
-        return self._id
-
-    @property
-    def scope_id(self) -> str:
-        """The scope that sealed it."""
-        return scope_id_for(self._value().scope_owner or owner_of_output(self._id))
-
-    @property
-    def state(self) -> OutputState:
-        """The consume-once state."""
-        return self._value().state
-
-    @property
-    def action(self) -> SettlementAction | None:
-        """The verb that consumed it (``None`` until settled)."""
-        return self._value().action
-
-    @property
-    def claimed_by(self) -> str:
-        """The settle intent holding the effect claim (``""``: none)."""
-        return self._value().claimed_by
-
-    def workspace(self) -> WorkspaceState:
-        """The sealed workspace state."""
-        return self._value().workspace
-
-    def baseline(self) -> WorkspaceState:
-        """The fork baseline the changes are against."""
-        return self._value().baseline
-
-    def changes(self) -> list[dict[str, str]]:
-        """The frozen ``{path, kind}`` changes, in diff order (a copy)."""
-        return [dict(c) for c in self._value().changes]
-
-    def diff(self, max_lines: int = 0) -> str:
-        """The unified diff against the baseline, read from the blob store.
-
-        Sealing stores it cut at the blob limit; ``max_lines > 0`` keeps only
-        that many lines (and marks the cut).
-
-        Raises:
-            BlobIntegrityError: the stored bytes are missing or do not match.
-        """
-        return truncate_diff(outputs.output_diff(self._ctx, self._value()), max_lines)
-
-    def sealed_at(self) -> datetime | None:
-        """When its sealed record committed (``None``: not known)."""
-        return self._ctx.trace.intent_committed_at(self._value().sealed_intent)
-
-    def settled_at(self) -> datetime | None:
-        """When its settlement committed (``None`` until settled)."""
-        intent = self._value().settled_intent
-        return self._ctx.trace.intent_committed_at(intent) if intent else None
-
-    def settle(
-        self,
-        action: str,
-        *,
-        seq: int | None = None,
-        commit: bool = False,
-        message: str | None = None,
-        author: str | None = None,
-    ) -> Result[None, SettleFailure]:
-        """Consume the output exactly once with ``action``.
-
-        ``commit``, ``message`` and ``author`` as for ``ScopeManager.settle``.
-
-        Raises:
-            ValueError: ``message`` or ``author`` without ``commit=True``.
-        """
-        request = commit_request(commit, message, author)
-        return self._settle(action, seq, request)
-
-    @safe(exceptions=SETTLE_FAILURES)
-    def _settle(
-        self, action: str, seq: int | None, request: CommitRequest | None
-    ) -> None:
-        outputs.settle(self._ctx, self._id, action, seq, request)
-
-    def commit(self) -> str | None:
-        """The git commit a ``settle(..., commit=True)`` recorded (``None``: none)."""
-        found = recorded_commit(self._ctx, output_id=self._id)
-        return found.commit if found is not None else None
