@@ -55,6 +55,8 @@ def test_the_cli_parses_help_and_version_without_loading_the_layers(
     assert _heavy(loaded) == []
     expected = [
         "goatherd.cli",
+        "goatherd.cli.arguments",
+        "goatherd.cli.command_groups",
         "goatherd.cli.defaults",
         "goatherd.cli.exits",
         "goatherd.cli.parser",
