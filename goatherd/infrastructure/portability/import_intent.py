@@ -6,6 +6,12 @@ records, path entries, frontier index rows and its receipt.
 the rows to insert; :class:`Lookup` answers questions about earlier lines
 from the rows already written in the import's transaction, so nothing but
 this line is held in memory.
+
+:class:`Lookup` lives in :mod:`.import_lookup`; the prover's base (the line,
+its counters and :func:`text_field`) in :mod:`.intent_line`, the proof of
+the line's records in :mod:`.intent_records`. This module proves the rest:
+the intent row, contexts, path entries, placement and order, the receipt and
+the frontier rows.
 """
 
 from __future__ import annotations
@@ -14,24 +20,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sqlalchemy import Connection, Table, bindparam, case, select
+from sqlalchemy import Table
 
-from goatherd.domain.events.base import is_runtime_schema
 from goatherd.domain.events.checkpoint import CheckpointCreated, CheckpointPruned
 from goatherd.domain.events.output import OutputSealed
-from goatherd.domain.identity import (
-    ROOT_WITNESS_REF,
-    ROOT_WITNESS_SCHEMA_REF,
-    WITNESS_SCHEMA_REF,
-    record_digest,
-    root_witness_record_id,
-    validate_witness_body,
-)
-from goatherd.domain.records import (
-    FRONTIER_SCHEMA_REF,
-    REDACTION_SCHEMA_REF,
-    WITNESS_OWNER,
-)
+from goatherd.domain.identity import root_witness_record_id
+from goatherd.domain.records import FRONTIER_SCHEMA_REF, WITNESS_OWNER
 from goatherd.infrastructure.audit.checks import parse_timestamp
 from goatherd.infrastructure.audit.rows import CONTEXT_REF_NAMES
 from goatherd.infrastructure.audit.rules import (
@@ -42,12 +36,14 @@ from goatherd.infrastructure.audit.rules import (
     witness_context_mismatch,
     witness_kind_label,
 )
-from goatherd.infrastructure.store.codec import (
-    redacted_body_json,
-    redacted_by,
-    storage_json,
+from goatherd.infrastructure.portability.import_lookup import (
+    _WITNESS_SCHEMAS,
+    Lookup,
+    _Known,
 )
-from goatherd.infrastructure.store.limits import DEFAULT_LIMITS
+from goatherd.infrastructure.portability.intent_line import text_field
+from goatherd.infrastructure.portability.intent_records import RecordProofs
+from goatherd.infrastructure.store.codec import storage_json
 from goatherd.infrastructure.store.schema import (
     append_intents,
     contexts,
@@ -59,117 +55,10 @@ from goatherd.infrastructure.store.schema import (
 
 __all__ = ["IntentProver", "IntentRows", "Lookup", "text_field"]
 
-_WITNESS_SCHEMAS: Final = (ROOT_WITNESS_SCHEMA_REF, WITNESS_SCHEMA_REF)
 _BLOB_SCHEMAS: Final = (
     CheckpointCreated.SCHEMA,
     CheckpointPruned.SCHEMA,
     OutputSealed.SCHEMA,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """What the checks need of a retained record."""
-
-    schema_ref: str
-    witness_ref: str
-    caused_by: tuple[str, ...]
-    payload: dict[str, Any] | None
-
-
-_RECORDS_IN: Final = select(
-    records.c.record_id,
-    records.c.schema_ref,
-    records.c.witness_ref,
-    records.c.caused_by_json,
-    case(
-        (records.c.schema_ref.in_(_WITNESS_SCHEMAS), records.c.body_json),
-        else_=None,
-    ),
-).where(records.c.record_id.in_(bindparam("ids", expanding=True)))
-_CONTEXTS_IN: Final = select(contexts).where(
-    contexts.c.context_id.in_(bindparam("ids", expanding=True))
-)
-_CHUNK: Final = 500
-_WITNESS_CACHE: Final = 4096
-
-
-class Lookup:
-    """Questions about earlier lines, answered from the rows already written.
-
-    :meth:`prefetch` reads every record and context a line names in a few
-    ``IN`` queries; witnesses (few, and cited by every record) stay cached
-    across lines, bounded.
-    """
-
-    def __init__(self, conn: Connection) -> None:
-        """Read through ``conn`` (the import's transaction)."""
-        self._conn = conn
-        self._records: dict[str, _Known | None] = {}
-        self._contexts: dict[str, dict[str, Any] | None] = {}
-        self._witnesses: dict[str, _Known] = {}
-
-    def prefetch(self, record_ids: set[str], context_ids: set[str]) -> None:
-        """Read the named records and contexts (absent ones are remembered too)."""
-        self._records = dict.fromkeys(record_ids - set(self._witnesses))
-        for chunk in _chunks(sorted(self._records)):
-            for row in self._conn.execute(_RECORDS_IN, {"ids": chunk}):
-                self._remember(row)
-        self._contexts = dict.fromkeys(context_ids)
-        for chunk in _chunks(sorted(context_ids)):
-            for row in self._conn.execute(_CONTEXTS_IN, {"ids": chunk}):
-                self._contexts[row.context_id] = _context_content(row)
-
-    def _remember(self, row: Any) -> None:
-        body = row[4]
-        known = _Known(
-            row.schema_ref,
-            row.witness_ref,
-            tuple(json.loads(row.caused_by_json)),
-            None if body is None else json.loads(body)["payload"],
-        )
-        self._records[row.record_id] = known
-        if body is not None and len(self._witnesses) < _WITNESS_CACHE:
-            self._witnesses[row.record_id] = known
-
-    def record(self, record_id: str) -> _Known | None:
-        """Return a written record (its payload only for witnesses)."""
-        if record_id in self._witnesses:
-            return self._witnesses[record_id]
-        if record_id not in self._records:
-            self.prefetch({*self._records, record_id}, set(self._contexts))
-        return self._records.get(record_id)
-
-    def context(self, context_id: str) -> dict[str, Any] | None:
-        """Return a written context's six content fields."""
-        if context_id not in self._contexts:
-            self.prefetch(set(self._records), {*self._contexts, context_id})
-        return self._contexts.get(context_id)
-
-    def exists(self, table: Table, column: str, value: str) -> bool:
-        """Whether a written row of ``table`` has ``value`` in ``column``."""
-        found = self._conn.execute(
-            select(table.c[column]).where(table.c[column] == value).limit(1)
-        ).first()
-        return found is not None
-
-    def entry_at(self, path: str, ordinal: int) -> str | None:
-        """Return the record written at ``path#ordinal``."""
-        found = self._conn.execute(
-            select(path_entries.c.record_id).where(
-                path_entries.c.path_ref == path, path_entries.c.path_ordinal == ordinal
-            )
-        ).scalar_one_or_none()
-        return None if found is None else str(found)
-
-
-_UNERASABLE: Final = frozenset(
-    {
-        ROOT_WITNESS_SCHEMA_REF,
-        WITNESS_SCHEMA_REF,
-        REDACTION_SCHEMA_REF,
-        FRONTIER_SCHEMA_REF,
-    }
 )
 
 
@@ -188,46 +77,8 @@ class IntentRows:
     """Redaction records of the line: record id -> the ids it erased."""
 
 
-@dataclass
-class _Line:
-    redacted: dict[str, str] = field(default_factory=dict)
-    redactions: dict[str, list[str]] = field(default_factory=dict)
-    records: dict[str, _Known] = field(default_factory=dict)
-    record_rows: list[dict[str, Any]] = field(default_factory=list)
-    edges: list[dict[str, Any]] = field(default_factory=list)
-    contexts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    context_rows: list[dict[str, Any]] = field(default_factory=list)
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    first_position: dict[str, int] = field(default_factory=dict)
-    frontier_rows: list[dict[str, Any]] = field(default_factory=list)
-
-
-class IntentProver:
+class IntentProver(RecordProofs):
     """Prove one intent line; raise ``ValueError``/``TypeError`` naming the fault."""
-
-    def __init__(
-        self,
-        obj: dict[str, Any],
-        lookup: Lookup,
-        next_ordinal: dict[str, int],
-        next_position: int,
-        first_logged: bool | None = None,
-    ) -> None:
-        """Prove ``obj``; ``next_ordinal`` is advanced in place.
-
-        ``first_logged``: no earlier line placed a logged entry (then this
-        line's first entry cites the root witness); by default, whether
-        ``next_position`` is 0. Positions a hole line records (ADR 0076) may
-        precede the first logged entry.
-        """
-        self.obj = obj
-        self.lookup = lookup
-        self.next_ordinal = next_ordinal
-        self.first_logged = next_position == 0 if first_logged is None else first_logged
-        self.first_position = next_position
-        self.next_position = next_position
-        self.line = _Line()
-        self.intent_id = text_field(obj, "append_intent_id", empty=False)
 
     def prove(self) -> IntentRows:
         """Run every check; return the rows to insert."""
@@ -325,9 +176,6 @@ class IntentProver:
         self.line.contexts[context_id] = content
         self.line.context_rows.append(row)
 
-    def _context_content(self, context_id: str) -> dict[str, Any] | None:
-        return self.line.contexts.get(context_id) or self.lookup.context(context_id)
-
     def _check_contexts(self) -> None:
         receipts = self.obj["receipt"].get("context_receipts")
         listed = receipts if isinstance(receipts, list) else []
@@ -351,112 +199,6 @@ class IntentProver:
             raise ValueError(
                 f"context {entry['retained_context_ref']!r} {mismatch} disagrees "
                 f"with the witness of record {entry['record_id']}"
-            )
-
-    # ---------------------------------------------------------- records
-
-    def _known(self, record_id: str) -> _Known | None:
-        return self.line.records.get(record_id) or self.lookup.record(record_id)
-
-    def _record(self, record: dict[str, Any]) -> None:
-        record_id = text_field(record, "record_id", empty=False)
-        schema_ref = text_field(record, "schema_ref")
-        mode = text_field(record, "mode")
-        witness_ref = text_field(record, "witness_ref")
-        erased_by = self._redacted_by(record, record_id, schema_ref)
-        caused_by = record["caused_by"]
-        payload = {} if erased_by is not None else record["payload"]
-        if not isinstance(caused_by, list) or not isinstance(payload, dict):
-            raise TypeError(
-                f"record {record_id}: caused_by must be a list, payload an object"
-            )
-        if record_id in self.line.records or self.lookup.record(record_id):
-            raise ValueError(f"record {record_id} is retained twice")
-        self._check_witness(record_id, schema_ref, witness_ref, payload)
-        if erased_by is None:
-            recomputed = record_digest(
-                schema_ref, mode, payload, caused_by, witness_ref
-            )
-            if recomputed != record_id:
-                raise ValueError(
-                    f"record {record_id}: its content digests to {recomputed} "
-                    "(forged id or edited content)"
-                )
-        if schema_ref == REDACTION_SCHEMA_REF:
-            erased = payload.get("erased")
-            if not isinstance(erased, list) or erased != caused_by:
-                raise ValueError(
-                    f"redaction {record_id}: its erased list is not its parents"
-                )
-            self.line.redactions[record_id] = erased
-        for index, parent in enumerate(caused_by):
-            if self._known(parent) is None:
-                raise ValueError(
-                    f"record {record_id}: causal parent {parent} is not retained "
-                    "before it"
-                )
-            self.line.edges.append(
-                {
-                    "child_record_id": record_id,
-                    "parent_position": index,
-                    "parent_record_id": parent,
-                }
-            )
-        self.line.records[record_id] = _Known(
-            schema_ref, witness_ref, tuple(caused_by), payload
-        )
-        self.line.record_rows.append(
-            {
-                "record_id": record_id,
-                "digest": record_id,
-                "schema_ref": schema_ref,
-                "mode": mode,
-                "witness_ref": witness_ref,
-                "caused_by_json": storage_json(caused_by, root="caused_by"),
-                "body_json": storage_json({"payload": payload}, root="payload")
-                if erased_by is None
-                else redacted_body_json(erased_by),
-                "append_intent_id": self.intent_id,
-            }
-        )
-
-    def _redacted_by(
-        self, record: dict[str, Any], record_id: str, schema_ref: str
-    ) -> str | None:
-        """The redaction a record exported in redaction form names (checked later)."""
-        if "redacted_by" not in record:
-            return None
-        erased_by = text_field(record, "redacted_by", empty=False)
-        if "payload" in record or redacted_by(redacted_body_json(erased_by)) is None:
-            raise ValueError(
-                f"record {record_id}: a redacted record has a redaction record id "
-                "and no payload"
-            )
-        if schema_ref in _UNERASABLE or is_runtime_schema(schema_ref):
-            raise ValueError(
-                f"record {record_id}: a {schema_ref} record cannot be redacted"
-            )
-        self.line.redacted[record_id] = erased_by
-        return erased_by
-
-    def _check_witness(
-        self, record_id: str, schema_ref: str, witness_ref: str, payload: Any
-    ) -> None:
-        if schema_ref == ROOT_WITNESS_SCHEMA_REF:
-            validate_witness_body(schema_ref, payload)
-            if record_id != root_witness_record_id() or witness_ref != ROOT_WITNESS_REF:
-                raise ValueError(
-                    f"record {record_id} is a root witness but not the root"
-                )
-            return
-        cited = self._known(witness_ref)
-        if schema_ref == WITNESS_SCHEMA_REF:
-            validate_witness_body(schema_ref, payload)
-            if cited is None or cited.schema_ref != ROOT_WITNESS_SCHEMA_REF:
-                raise ValueError(f"witness {record_id} does not cite the root witness")
-        elif cited is None or cited.schema_ref not in _WITNESS_SCHEMAS:
-            raise ValueError(
-                f"record {record_id}: witness {witness_ref} is not a known witness"
             )
 
     # ---------------------------------------------------------- entries
@@ -658,37 +400,6 @@ def _texts(value: Any) -> list[str]:
 
 def _strings(*values: Any) -> set[str]:
     return {value for value in values if isinstance(value, str)}
-
-
-def _chunks(items: list[str]) -> list[list[str]]:
-    return [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
-
-
-def _context_content(row: Any) -> dict[str, Any]:
-    content: dict[str, Any] = {
-        name: json.loads(getattr(row, f"{name}_json")) for name in CONTEXT_REF_NAMES
-    }
-    content["substrate_ref"] = row.substrate_ref
-    content["containment"] = row.containment
-    return content
-
-
-def text_field(obj: dict[str, Any], key: str, *, empty: bool = True) -> str:
-    """Return ``obj[key]`` as text without NUL (non-empty unless ``empty``)."""
-    value = obj[key]
-    if not isinstance(value, str):
-        raise TypeError(f"{key} must be a string")
-    if "\x00" in value:
-        raise ValueError(f"{key} contains NUL")
-    if not empty and not value:
-        raise ValueError(f"{key} is empty")
-    size = len(value.encode("utf-8", "surrogatepass"))
-    if size > DEFAULT_LIMITS.identifier_bytes:
-        raise ValueError(
-            f"{key} is {size} bytes, over the {DEFAULT_LIMITS.identifier_bytes}-byte "
-            "limit on identifiers an append keeps too"
-        )
-    return value
 
 
 def _list(obj: dict[str, Any], key: str) -> list[Any]:
