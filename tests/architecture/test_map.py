@@ -45,3 +45,24 @@ def test_no_loose_module_beside_the_composition_root() -> None:
         if p.name not in {"__init__.py", "bootstrap.py"}
     )
     assert loose == []
+
+
+# A module past this is split along its responsibilities (ADR 0093); the
+# store's modules and the composition root are the exceptions.
+MODULE_LINE_LIMIT = 600
+
+
+def test_no_module_outside_the_store_and_the_composition_root_passes_600_lines() -> (
+    None
+):
+    exempt = {"goatherd/infrastructure/bootstrap.py"}
+    too_long = {
+        path: lines
+        for module in (ROOT / "goatherd").rglob("*.py")
+        if "__pycache__" not in module.parts
+        and (path := str(module.relative_to(ROOT))) not in exempt
+        and not path.startswith("goatherd/infrastructure/store/")
+        and (lines := len(module.read_text(encoding="utf-8").splitlines()))
+        > MODULE_LINE_LIMIT
+    }
+    assert too_long == {}, "split these along their responsibilities"

@@ -5,7 +5,7 @@ the specs of a class's payload keys (read from its dataclass fields and type
 hints, checked once for a supported type), the per-type decoders that name
 the payload path a value does not fit, and the encoding of field values back
 to JSON. Private to the events package: ``base`` imports it, and it imports
-nothing of the package at run time (``RuntimeEvent`` only for type checking).
+nothing of the package (it is typed over any event class, ``_E``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Final, Union
+from typing import Any, Final, TypeVar, Union
 
 from goatherd.domain.workspace import WorkspaceState
 
-if TYPE_CHECKING:
-    from goatherd.domain.events.base import RuntimeEvent
+_E = TypeVar("_E")
 
 # Nothing public: ``base`` imports the private names it builds on.
 __all__: list[str] = []
@@ -53,11 +52,11 @@ class _Spec:
     path: str
 
 
-_SPECS: dict[type[RuntimeEvent], tuple[_Spec, ...]] = {}
-_KEYS: dict[type[RuntimeEvent], frozenset[str]] = {}
+_SPECS: dict[type, tuple[_Spec, ...]] = {}
+_KEYS: dict[type, frozenset[str]] = {}
 
 
-def _specs(cls: type[RuntimeEvent]) -> tuple[_Spec, ...]:
+def _specs(cls: type) -> tuple[_Spec, ...]:
     specs = _SPECS.get(cls)
     if specs is not None:
         return specs
@@ -111,9 +110,7 @@ def _check_supported(cls: type, name: str, hint: Any) -> None:
     raise TypeError(f"{cls.__qualname__}.{name}: unsupported field type {hint!r}")
 
 
-def _build(
-    cls: type[RuntimeEvent], payload: Mapping[str, Any], caused_by: tuple[str, ...]
-) -> RuntimeEvent:
+def _build(cls: type[_E], payload: Mapping[str, Any], caused_by: tuple[str, ...]) -> _E:
     if not isinstance(payload, Mapping):
         raise _MismatchError("the payload is not an object")
     values: dict[str, Any] = {}
@@ -136,7 +133,8 @@ def _build(
     for key, value in payload.items():
         if key not in known:
             extensions[key] = value
-    return cls(caused_by=caused_by, extensions=extensions, **values)
+    make: Callable[..., _E] = cls  # an event class: its fields are keywords
+    return make(caused_by=caused_by, extensions=extensions, **values)
 
 
 def _decoder(hint: Any) -> Callable[[Any, str], Any]:
