@@ -9,7 +9,8 @@ registry imports both before it registers, opens or lists any backend.
 ``GitRunner`` (git with goatherd's safe configuration) and the path guards
 (``clean_relative``, ``resolve_inside``) are public too, for programs that
 drive a workspace themselves, as the demo does. The other helper modules
-(``textdiff``, ``merge``, ``gitstate``, ``gitcommit``, ``process_control``,
+(``textdiff``, ``merge``, ``gitoptions``, ``gitworkdir``, ``gitapply``,
+``gitstate``, ``gitcommit``, ``process_control``,
 ``supervised`` and the launcher's ``launch`` package) are imported directly
 where needed.
 """
