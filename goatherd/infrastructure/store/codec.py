@@ -23,6 +23,7 @@ from goatherd.domain.records import (
     RecordEnvelope,
     RetainedContext,
 )
+from goatherd.infrastructure.store.builders import build_body, build_envelope
 
 __all__ = [
     "REDACTED_PREFIX",
@@ -105,8 +106,8 @@ def decode_record_body(body_json: str) -> RecordBody:
     """
     redaction = redacted_by(body_json)
     if redaction is not None:
-        return RecordBody(payload={}, redacted_by=redaction)
-    return RecordBody(payload=decode_body(body_json))
+        return build_body({}, redaction)
+    return build_body(decode_body(body_json), None)
 
 
 def decode_envelope(
@@ -125,17 +126,12 @@ def decode_envelope(
     if record_id != digest:
         raise TraceStoreError("record_id must equal digest")
     if caused_by_json == "[]":  # most records: no parents
-        return RecordEnvelope(record_id, digest, schema_ref, mode, witness_ref, ())
+        return build_envelope(record_id, digest, schema_ref, mode, witness_ref, ())
     parents = _loads(caused_by_json, "caused_by_json")
     if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
         raise TraceStoreError("caused_by_json must decode to a list")
-    return RecordEnvelope(
-        record_id=record_id,
-        digest=digest,
-        schema_ref=schema_ref,
-        mode=mode,
-        witness_ref=witness_ref,
-        caused_by_record_ids=tuple(parents),
+    return build_envelope(
+        record_id, digest, schema_ref, mode, witness_ref, tuple(parents)
     )
 
 

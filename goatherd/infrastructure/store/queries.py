@@ -35,6 +35,11 @@ from goatherd.domain.records import (
 )
 from goatherd.domain.store import ReadAuthority
 from goatherd.infrastructure.store.authority import read_context
+from goatherd.infrastructure.store.builders import (
+    build_log_entry,
+    build_record,
+    build_view,
+)
 from goatherd.infrastructure.store.codec import decode_receipt, decode_record
 from goatherd.infrastructure.store.driver import placeholders
 from goatherd.infrastructure.store.limits import INT64_MAX, check_int, check_text
@@ -428,11 +433,11 @@ class StoreQueries(StoreBase):
         with self._reading() as reader:
             rows = reader.driver.rows(sql, params)
             cache = reader.cache
-            cached = cache.records
+            lookup = cache.records.lookup()
             for row in rows:
                 record_id = row[6]
-                content = cached.get(record_id)
-                if content is None:
+                found = lookup(record_id)
+                if found is None:
                     envelope, body = decode_record(*row[6:])
                     fresh.append(
                         (
@@ -441,21 +446,13 @@ class StoreQueries(StoreBase):
                             record_size(row[12], decoded=True),
                         )
                     )
-                elif isinstance(content[1], str):
-                    envelope, body = cache.decoded(record_id, content)
+                elif isinstance(found[0][1], str):
+                    envelope, body = cache.decoded(record_id, found[0])
                 else:
-                    envelope, body = content  # type: ignore[assignment]
-                entries.append(
-                    LogEntry(
-                        position=row[4],
-                        append_intent_id=row[5],
-                        record=Record(
-                            envelope=envelope,
-                            body=body,
-                            view=RecordView(row[0], row[1], row[2], row[3]),
-                        ),
-                    )
-                )
+                    envelope, body = found[0]  # type: ignore[assignment]
+                view = build_view(row[0], row[1], row[2], row[3])
+                record = build_record(envelope, body, view)
+                entries.append(build_log_entry(row[4], row[5], record))
         if fresh:
             cache.add_records(fresh)
         return tuple(entries)

@@ -10,7 +10,7 @@ store's in-process :class:`ContentCache` keyed by id.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Final, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import Connection
@@ -89,6 +89,24 @@ class _Bounded(Generic[_K, _T]):
         found = self._items.get(key)
         return None if found is None else found[0]
 
+    def lookup(self) -> Callable[[_K], tuple[_T, int] | None]:
+        """Return the map's own ``get`` of ``(value, size)``, for a hot loop."""
+        return self._items.get
+
+    def put_many(self, items: Iterable[tuple[_K, _T, int]]) -> None:
+        """``put`` each ``(key, value, size)``, shrinking at most once, at the end."""
+        entries = self._items
+        used = self.used
+        for key, value, size in items:
+            old = entries.pop(key, None)
+            if old is not None:
+                used -= old[1]
+            entries[key] = (value, size)
+            used += size
+        self.used = used
+        if used > self.budget:
+            self._shrink()
+
     def put(self, key: _K, value: _T, size: int) -> None:
         old = self._items.pop(key, None)
         if old is not None:
@@ -158,8 +176,7 @@ class ContentCache:
     def add_records(self, items: Iterable[tuple[str, CachedRecord, int]]) -> None:
         """Cache records: ``(record id, content, size)`` (see :func:`record_size`)."""
         with self.lock:
-            for record_id, content, size in items:
-                self.records.put(record_id, content, size)
+            self.records.put_many(items)
 
     def add_contexts(self, items: Iterable[RetainedContext]) -> None:
         with self.lock:

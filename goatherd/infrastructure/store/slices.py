@@ -20,13 +20,13 @@ from goatherd.domain.records import (
     ModeFilter,
     Record,
     RecordShape,
-    RecordView,
     RetainedContext,
     TraceSlice,
     VisibilityProfile,
     VisibleRecord,
     WitnessAnchor,
 )
+from goatherd.infrastructure.store.builders import build_record, build_view
 from goatherd.infrastructure.store.reader import EntryRow, RecordContent, StoreReader
 
 __all__ = ["assemble_slice", "check_mode_filter", "visible_record"]
@@ -50,12 +50,12 @@ def visible_record(
 ) -> VisibleRecord:
     """Return the record seen through ``entry`` under ``profile``."""
     envelope, body = content
-    view = RecordView(
+    view = build_view(
         entry.path_ref, entry.ordinal, entry.context_ref, entry.kind_label
     )
     if profile == VisibilityProfile.SHAPE_ONLY:
         return RecordShape(envelope=envelope, view=view)
-    return Record(envelope=envelope, body=body, view=view)
+    return build_record(envelope, body, view)
 
 
 def assemble_slice(
