@@ -27,8 +27,6 @@ from goatherd.domain.records import (
     AppendReceipt,
     ClosurePolicy,
     Cut,
-    Record,
-    RecordView,
     RetainedContext,
     TraceSlice,
     VisibleRecord,
@@ -41,6 +39,7 @@ from goatherd.infrastructure.store.builders import (
     build_view,
 )
 from goatherd.infrastructure.store.codec import decode_receipt, decode_record
+from goatherd.infrastructure.store.collector import collector_paused
 from goatherd.infrastructure.store.driver import placeholders
 from goatherd.infrastructure.store.limits import INT64_MAX, check_int, check_text
 from goatherd.infrastructure.store.outages import outages
@@ -320,13 +319,22 @@ class StoreQueries(StoreBase):
         check_int(limit, "limit", -INT64_MAX)
         if schema_refs is not None:
             schema_refs = [check_text(ref, "schema ref") for ref in schema_refs]
-        if not self._postgres:
-            return self._read_log_sqlite(after, max(limit, 0), schema_refs)
+        # A batch allocates some twenty objects per row (the driver's row, its
+        # strings, the decoded values) and no reference cycle; the collector's
+        # runs over them were a quarter of a projection's catch-up.
+        with collector_paused():
+            if not self._postgres:
+                return self._read_log_sqlite(after, max(limit, 0), schema_refs)
+            return self._read_log_postgres(after, max(limit, 0), schema_refs)
+
+    def _read_log_postgres(
+        self, after: int, limit: int, schema_refs: list[str] | None
+    ) -> tuple[LogEntry, ...]:
         stmt = (
             select(*_LOG_COLUMNS)
             .where(path_entries.c.position > after)
             .order_by(path_entries.c.position)
-            .limit(max(limit, 0))
+            .limit(limit)
         )
         if self._high_water:
             stmt = stmt.where(path_entries.c.position <= self._safe_position())
@@ -420,7 +428,10 @@ class StoreQueries(StoreBase):
         A projection's catch-up reads the whole log through here, so each
         entry costs one joined row and, unless the record is cached, one
         decode; SQLAlchemy's statement building and row objects and a second
-        query for the records cost about as much as the rest together.
+        query for the records cost about as much as the rest together. What it
+        decodes is cached into the cache's free room only
+        (``ContentCache.admit_records``). ``read_log`` runs it with the cyclic
+        garbage collector paused (``collector.py``).
         """
         params: tuple[object, ...]
         if schema_refs is None:
@@ -428,17 +439,22 @@ class StoreQueries(StoreBase):
         else:
             sql = _LOG_SQL_SCHEMAS.format(placeholders(len(schema_refs)))
             params = (after, *schema_refs, limit)
-        entries = []
+        entries: list[LogEntry] = []
         fresh: list[tuple[str, CachedRecord, int]] = []
         with self._reading() as reader:
             rows = reader.driver.rows(sql, params)
             cache = reader.cache
-            lookup = cache.records.lookup()
-            for row in rows:
-                record_id = row[6]
-                found = lookup(record_id)
-                if found is None:
-                    envelope, body = decode_record(*row[6:])
+        lookup = cache.records.lookup()
+        admit = cache.records.has_room()
+        # Locals, not globals, in the loop that runs once per entry.
+        decode, view_of, record_of = decode_record, build_view, build_record
+        entry_of, add = build_log_entry, entries.append
+        for row in rows:
+            record_id = row[6]
+            found = lookup(record_id)
+            if found is None:
+                envelope, body = decode(*row[6:])
+                if admit:
                     fresh.append(
                         (
                             record_id,
@@ -446,15 +462,14 @@ class StoreQueries(StoreBase):
                             record_size(row[12], decoded=True),
                         )
                     )
-                elif isinstance(found[0][1], str):
-                    envelope, body = cache.decoded(record_id, found[0])
-                else:
-                    envelope, body = found[0]  # type: ignore[assignment]
-                view = build_view(row[0], row[1], row[2], row[3])
-                record = build_record(envelope, body, view)
-                entries.append(build_log_entry(row[4], row[5], record))
+            elif isinstance(found[0][1], str):
+                envelope, body = cache.decoded(record_id, found[0])
+            else:
+                envelope, body = found[0]  # type: ignore[assignment]
+            view = view_of(row[0], row[1], row[2], row[3])
+            add(entry_of(row[4], row[5], record_of(envelope, body, view)))
         if fresh:
-            cache.add_records(fresh)
+            cache.admit_records(fresh)
         return tuple(entries)
 
     def _log_entries(self, stmt: object) -> tuple[LogEntry, ...]:
@@ -464,19 +479,15 @@ class StoreQueries(StoreBase):
         entries = []
         for row in rows:
             envelope, body = contents[row.record_id]
-            view = RecordView(
+            view = build_view(
                 row.path_ref,
                 int(row.path_ordinal),
                 row.retained_context_ref,
                 row.kind_label,
             )
-            entries.append(
-                LogEntry(
-                    position=-1 if row.position is None else int(row.position),
-                    append_intent_id=row.append_intent_id,
-                    record=Record(envelope=envelope, body=body, view=view),
-                )
-            )
+            position = -1 if row.position is None else int(row.position)
+            record = build_record(envelope, body, view)
+            entries.append(build_log_entry(position, row.append_intent_id, record))
         return tuple(entries)
 
     def _scalar(self, stmt: object) -> int:

@@ -107,6 +107,22 @@ class _Bounded(Generic[_K, _T]):
         if used > self.budget:
             self._shrink()
 
+    def has_room(self) -> bool:
+        """Tell whether the map holds less than its budget."""
+        return self.used < self.budget
+
+    def admit_many(self, items: Iterable[tuple[_K, _T, int]]) -> None:
+        """Add each new ``(key, value, size)`` while it fits the free room."""
+        entries = self._items
+        room = self.budget - self.used
+        for key, value, size in items:
+            if size > room:
+                break
+            if key not in entries:
+                entries[key] = (value, size)
+                room -= size
+        self.used = self.budget - room
+
     def put(self, key: _K, value: _T, size: int) -> None:
         old = self._items.pop(key, None)
         if old is not None:
@@ -177,6 +193,19 @@ class ContentCache:
         """Cache records: ``(record id, content, size)`` (see :func:`record_size`)."""
         with self.lock:
             self.records.put_many(items)
+
+    def admit_records(self, items: Iterable[tuple[str, CachedRecord, int]]) -> None:
+        """Cache records a log read decoded, into free room only (evicting none).
+
+        A log read is sequential: a projection's catch-up over more records
+        than the cache holds would, oldest-first, evict each record before it
+        is read again, so the next catch-up would hit nothing and every read
+        would pay for the churn. Records read by id (owner prefixes, cuts,
+        one record), which do repeat, and those an append wrote, keep
+        evicting the oldest; a log read fills only the room they leave.
+        """
+        with self.lock:
+            self.records.admit_many(items)
 
     def add_contexts(self, items: Iterable[RetainedContext]) -> None:
         with self.lock:
