@@ -23,8 +23,12 @@ from goatherd.cli import EXIT_FAILED, EXIT_USAGE, main
 from goatherd.cli.common import recorded_roots, workspace_resolver
 from goatherd.cli.hints import refusal
 from goatherd.domain import (
+    TRUSTED_APPEND_CONTEXT,
+    AppendBatch,
+    AppendGroup,
     CheckpointState,
     OutputState,
+    RecordDraft,
     RestoreEffectLandedError,
     SettleEffectLandedError,
     TraceStoreError,
@@ -35,6 +39,7 @@ from goatherd.infrastructure import (
     new_local_git_sandbox,
     new_worktree_sandbox,
     open_runtime,
+    open_trace_store,
 )
 from tests.cli.test_lifecycle import _git
 from tests.infrastructure.backends import durable_store_url
@@ -238,6 +243,15 @@ class TestWhatPeopleType:
         self, session: tuple[str, dict[str, str]], capsys: pytest.CaptureFixture[str]
     ) -> None:
         db, ids = session
+        # A session's few records may all start with different hex digits; 17
+        # more distinct ones make two share one (pigeonhole), whatever ids the
+        # session's timestamps gave its own records.
+        with open_trace_store(db) as store:
+            drafts = tuple(
+                RecordDraft("capture", "test.padding.v1", {"n": n}) for n in range(17)
+            )
+            group = AppendGroup("test:padding", fact_drafts=drafts)
+            store.append(TRUSTED_APPEND_CONTEXT, AppendBatch("padding", (group,)))
         log = _json(capsys, "log", "--db", db)
         record = log[-1]["record_id"]
         assert _json(capsys, "show", record[7:19], "--db", db)["record_id"] == record
