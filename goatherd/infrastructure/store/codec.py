@@ -92,18 +92,10 @@ def decode_record(
     Raises:
         TraceStoreError: a corrupt row (the reference's decode-time checks).
     """
-    # The common row (no parents, a stored payload) inline: a catch-up decodes
-    # every record, and the calls cost as much as the checks. Each branch
-    # checks and builds exactly what decode_envelope and decode_record_body do.
-    if caused_by_json == "[]" and record_id == digest:
-        envelope = build_envelope(record_id, digest, schema_ref, mode, witness_ref, ())
-    else:
-        envelope = decode_envelope(
-            record_id, digest, schema_ref, mode, witness_ref, caused_by_json
-        )
-    if body_json.startswith(REDACTED_PREFIX):
-        return envelope, decode_record_body(body_json)
-    return envelope, build_body(decode_body(body_json), None)
+    envelope = decode_envelope(
+        record_id, digest, schema_ref, mode, witness_ref, caused_by_json
+    )
+    return envelope, decode_record_body(body_json)
 
 
 def decode_record_body(body_json: str) -> RecordBody:

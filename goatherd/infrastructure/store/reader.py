@@ -124,13 +124,7 @@ class _Bounded(Generic[_K, _T]):
         self.used = self.budget - room
 
     def put(self, key: _K, value: _T, size: int) -> None:
-        old = self._items.pop(key, None)
-        if old is not None:
-            self.used -= old[1]
-        self._items[key] = (value, size)
-        self.used += size
-        if self.used > self.budget:
-            self._shrink()
+        self.put_many(((key, value, size),))
 
     def discard(self, keys: Iterable[_K]) -> None:
         for key in keys:
