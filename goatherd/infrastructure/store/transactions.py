@@ -416,7 +416,11 @@ def _pipelined(raw: Any, work: Callable[[], _R], pipeline: bool = True) -> _R:
         with raw.pipeline():
             result = work()
             pg.reached("committing")
-            raw.commit()
+            # COMMIT as one more statement of the pipeline: the Sync that
+            # ends the pipeline sends it and reads its result (or error).
+            # ``raw.commit()`` here would sync once for the COMMIT and the
+            # pipeline's end once more: a round trip per append.
+            raw.execute("COMMIT")
     except BaseException:
         _rollback(raw, True)
         raise
