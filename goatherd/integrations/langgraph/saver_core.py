@@ -61,6 +61,7 @@ class SaverCore(BaseCheckpointSaver[int]):
         self._intents = uuid.uuid4().hex
         self._appends = itertools.count()
         self._cache = ValueCache(store, self._index, limits, read_context)
+        self._context_id: str | None = None
 
     # ------------------------------------------------------------- the index
 
@@ -86,8 +87,13 @@ class SaverCore(BaseCheckpointSaver[int]):
         store refuses the batch otherwise (``OrdinalConflictError``), because
         another writer appended there since this saver last read.
         """
+        # Every append of this saver is made under one authority, hence in
+        # one retained context: the first append stores it, the others reuse
+        # it by id (no context row, digest or insert per append).
         groups = tuple(
-            AppendGroup(owner, fact_drafts=tuple(drafts))
+            AppendGroup(
+                owner, fact_drafts=tuple(drafts), retained_context=self._context_id
+            )
             for owner, drafts in owner_drafts.items()
             if drafts
         )
@@ -103,6 +109,8 @@ class SaverCore(BaseCheckpointSaver[int]):
             AppendBatch(intent, groups),
             expected_heads=expected or None,
         )
+        if self._context_id is None and receipt.context_receipts:
+            self._context_id = receipt.context_receipts[0]
         self._fold_own(groups, receipt)
 
     def _fold_own(self, groups: Sequence[AppendGroup], receipt: AppendReceipt) -> None:

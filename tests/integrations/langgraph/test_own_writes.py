@@ -153,3 +153,30 @@ def test_a_saver_decides_again_when_another_saver_wrote_since_its_last_read(
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_savers_appends_share_one_retained_context(trace_url: str) -> None:
+    store = open_trace_store(trace_url)
+    try:
+        saver = GoatherdSaver(store)
+        parent = None
+        for n in range(5):
+            parent = _step(saver, "t", parent, n)
+        contexts = {
+            r.retained_context_ref
+            for r in _records(store, SCHEMA_CHECKPOINT, SCHEMA_WRITES, SCHEMA_WRITE)
+        }
+        # The first append stores the context; the other nine reuse it by id.
+        assert len(contexts) == 1
+        assert store.read_log(-1, 1_000_000)[-1].record.retained_context_ref in contexts
+        # A second saver on the same trace stores its own context once.
+        other = GoatherdSaver(store)
+        _step(other, "u", None, 0)
+        _step(other, "u", None, 1)
+        contexts = {
+            r.retained_context_ref
+            for r in _records(store, SCHEMA_CHECKPOINT, SCHEMA_WRITES, SCHEMA_WRITE)
+        }
+        assert len(contexts) == 2
+    finally:
+        store.close()
