@@ -220,19 +220,14 @@ def _credit_first_placement(
     names its intent although this append places the record earlier, which
     is what ``verify`` and ``import`` credit. A statement after the insert
     sees that writer's committed entries (the insert waited for it), so the
-    row is re-credited here, before this transaction commits: one statement
-    that neither returns rows nor needs a round trip of its own in the
-    pipeline (the rows another intent holds are found by the update itself).
+    row is re-credited here, before this transaction commits.
     """
-    ids = list(fresh)
-    sql.run(
+    taken = sql.rows(
+        _TAKEN_BY_OTHERS_SQL, (list(fresh), sorted({i for _, i in fresh.values()}))
+    )
+    sql.run_many(
         _RECREDIT_SQL,
-        (
-            ids,
-            [fresh[i][1] for i in ids],
-            [fresh[i][0].position for i in ids],
-            sorted({i for _, i in fresh.values()}),
-        ),
+        [(fresh[row[0]][1], row[0], fresh[row[0]][0].position) for row in taken],
     )
 
 
@@ -356,12 +351,14 @@ _INSERT_RECORD = (
     "caused_by_json, body_json, append_intent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_NEW_RECORD = _INSERT_RECORD + " ON CONFLICT (record_id) DO NOTHING"
+_TAKEN_BY_OTHERS_SQL = (
+    "SELECT record_id FROM records WHERE record_id = ANY(?) "
+    "AND append_intent_id <> ALL(?)"
+)
 _RECREDIT_SQL = (
-    "UPDATE records SET append_intent_id = v.intent "
-    "FROM unnest(?::text[], ?::text[], ?::bigint[]) AS v(id, intent, position) "
-    "WHERE records.record_id = v.id AND records.append_intent_id <> ALL(?::text[]) "
-    "AND (SELECT min(e.position) FROM path_entries e "
-    "WHERE e.record_id = records.record_id) > v.position"
+    "UPDATE records SET append_intent_id = ? WHERE record_id = ? AND "
+    "(SELECT min(e.position) FROM path_entries e "
+    "WHERE e.record_id = records.record_id) > ?"
 )
 _PRIOR_RECORDS_SQL = (
     "SELECT record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
