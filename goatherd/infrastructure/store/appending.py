@@ -297,21 +297,28 @@ def _read_state_postgres(
             if g.context.new is not None
         )
     )
-    reads: list[tuple[str, Sequence[object]]] = [
-        (
-            _state_sql(False, len(intents), len(owners), len(parents)),
-            (*intents, *owners, *parents),
-        ),
-        (_RECORDS_AMONG + placeholders(max(len(staged), 1)), staged or [""]),
-        (_CONTEXTS_AMONG + placeholders(max(len(contexts), 1)), contexts or [""]),
-    ]
-    results = reader.driver.rows_many([*locks, *reads])
-    state_rows, retained, clashing = results[len(locks) :]
+    query = _pg_state_sql(
+        len(intents), len(owners), len(parents), len(staged), len(contexts)
+    )
+    results = reader.driver.rows_many(
+        [*locks, (query, (*intents, *owners, *parents, *staged, *contexts))]
+    )
+    state_rows: list[Sequence[Any]] = []
+    retained: list[Sequence[Any]] = []
+    clashing: list[str] = []
+    for row in results[-1]:
+        tag = row[0]
+        if tag == 4:
+            retained.append(row[1:])
+        elif tag == 5:
+            clashing.append(row[1])
+        else:
+            state_rows.append(row[:4])
     state = TxnState(positions=0, commits=0)
     _fill_state(state, state_rows)
     state.stored_records.update(_retained(row) for row in retained)
     if clashing:
-        state.contexts.update(reader.contexts(row[0] for row in clashing))
+        state.contexts.update(reader.contexts(clashing))
     return state
 
 
@@ -358,7 +365,6 @@ _RECORDS_AMONG = (
     "SELECT record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
     "body_json FROM records WHERE record_id IN "
 )
-_CONTEXTS_AMONG = "SELECT context_id FROM contexts WHERE context_id IN "
 
 
 def _read_state(
@@ -411,6 +417,50 @@ def _state_sql(meta: bool, intents: int, owners: int, parents: int) -> str:
     if parents:
         parts.append(_PARENT_STATE + placeholders(parents))
     return " UNION ALL ".join(parts)
+
+
+@lru_cache(maxsize=256)
+def _pg_state_sql(
+    intents: int, owners: int, parents: int, staged: int, contexts: int
+) -> str:
+    """The PostgreSQL state read and the group's known new ids, one statement.
+
+    Tags 1-3 as on SQLite, then the stored rows among the records the group
+    stages (4: the full row, to compare) and the stored contexts among its
+    new ones (5). Every part has the record row's eight columns.
+    """
+    parts = [_PG_INTENT_STATE + placeholders(intents)]
+    for count, part in (
+        (owners, _PG_OWNER_STATE),
+        (parents, _PG_PARENT_STATE),
+        (staged, _PG_STORED_AMONG_STAGED),
+        (contexts, _PG_STORED_AMONG_NEW_CONTEXTS),
+    ):
+        if count:
+            parts.append(part + placeholders(count))
+    return " UNION ALL ".join(parts)
+
+
+_PG_INTENT_STATE = (
+    "SELECT 1, append_intent_id, batch_digest, receipt_json, NULL, NULL, NULL, NULL "
+    "FROM append_intents WHERE append_intent_id IN "
+)
+_PG_OWNER_STATE = (
+    "SELECT 2, trace_owner_id, CAST(next_ordinal AS TEXT), NULL, NULL, NULL, NULL, "
+    "NULL FROM owner_ordinals WHERE trace_owner_id IN "
+)
+_PG_PARENT_STATE = (
+    "SELECT 3, record_id, NULL, NULL, NULL, NULL, NULL, NULL "
+    "FROM records WHERE record_id IN "
+)
+_PG_STORED_AMONG_STAGED = (
+    "SELECT 4, record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
+    "body_json FROM records WHERE record_id IN "
+)
+_PG_STORED_AMONG_NEW_CONTEXTS = (
+    "SELECT 5, context_id, NULL, NULL, NULL, NULL, NULL, NULL "
+    "FROM contexts WHERE context_id IN "
+)
 
 
 # The group's opening read, tagged: meta counters (0, SQLite only), stored
