@@ -441,26 +441,10 @@ def _pg_state_sql(
     return " UNION ALL ".join(parts)
 
 
-_PG_INTENT_STATE = (
-    "SELECT 1, append_intent_id, batch_digest, receipt_json, NULL, NULL, NULL, NULL "
-    "FROM append_intents WHERE append_intent_id IN "
-)
-_PG_OWNER_STATE = (
-    "SELECT 2, trace_owner_id, CAST(next_ordinal AS TEXT), NULL, NULL, NULL, NULL, "
-    "NULL FROM owner_ordinals WHERE trace_owner_id IN "
-)
-_PG_PARENT_STATE = (
-    "SELECT 3, record_id, NULL, NULL, NULL, NULL, NULL, NULL "
-    "FROM records WHERE record_id IN "
-)
-_PG_STORED_AMONG_STAGED = (
-    "SELECT 4, record_id, digest, schema_ref, mode, witness_ref, caused_by_json, "
-    "body_json FROM records WHERE record_id IN "
-)
-_PG_STORED_AMONG_NEW_CONTEXTS = (
-    "SELECT 5, context_id, NULL, NULL, NULL, NULL, NULL, NULL "
-    "FROM contexts WHERE context_id IN "
-)
+def _widened(part: str) -> str:
+    """A four-column part of the state read, padded to the record row's eight."""
+    select, keyword, rest = part.partition(" FROM ")
+    return select + ", NULL, NULL, NULL, NULL" + keyword + rest
 
 
 # The group's opening read, tagged: meta counters (0, SQLite only), stored
@@ -475,6 +459,16 @@ _OWNER_STATE = (
     "FROM owner_ordinals WHERE trace_owner_id IN "
 )
 _PARENT_STATE = "SELECT 3, record_id, NULL, NULL FROM records WHERE record_id IN "
+# The same parts on PostgreSQL, where one statement also carries the stored
+# rows among the records a group stages (4) and the stored contexts among its
+# new ones (5).
+_PG_INTENT_STATE = _widened(_INTENT_STATE)
+_PG_OWNER_STATE = _widened(_OWNER_STATE)
+_PG_PARENT_STATE = _widened(_PARENT_STATE)
+_PG_STORED_AMONG_STAGED = "SELECT 4, " + _RECORDS_AMONG.removeprefix("SELECT ")
+_PG_STORED_AMONG_NEW_CONTEXTS = _widened(
+    "SELECT 5, context_id, NULL, NULL FROM contexts WHERE context_id IN "
+)
 
 
 def _verify_witnesses(
