@@ -169,10 +169,15 @@ def test_a_savers_appends_share_one_retained_context(trace_url: str) -> None:
         # The first append stores the context; the other nine reuse it by id.
         assert len(contexts) == 1
         assert store.read_log(-1, 1_000_000)[-1].record.retained_context_ref in contexts
-        # A second saver on the same trace stores its own context once.
-        other = GoatherdSaver(store)
-        _step(other, "u", None, 0)
-        _step(other, "u", None, 1)
+        # A second saver on its own store of the same trace (as in another
+        # process) stores its own context once.
+        second = open_trace_store(trace_url)
+        try:
+            other = GoatherdSaver(second)
+            _step(other, "u", None, 0)
+            _step(other, "u", None, 1)
+        finally:
+            second.close()
         contexts = {
             r.retained_context_ref
             for r in _records(store, SCHEMA_CHECKPOINT, SCHEMA_WRITES, SCHEMA_WRITE)
